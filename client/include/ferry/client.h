@@ -1,0 +1,163 @@
+// libferry_client: a thin C++ client of the Ferry compilation service
+// (ferry.v1.Compiler, docs/service.md).
+//
+//   absl::StatusOr<std::unique_ptr<ferry::Client>> client =
+//       ferry::Client::Create({.target = "localhost:50051"});
+//   if (!client.ok()) return client.status();
+//   absl::StatusOr<ferry::v1::LowerResponse> lowered = (*client)->Lower(request);
+//
+// Nothing here throws. Every call returns a status: the gRPC status code as
+// an absl::StatusCode (the numbering is the same), with the server's
+// google.rpc.Status details available through ErrorDetails().
+//
+// Calls carry a deadline (ClientOptions::default_deadline unless the call
+// sets one). Lower, Verify and GetCapabilities are idempotent, so a call that
+// fails with UNAVAILABLE (server unreachable, restarting or draining) is
+// retried with exponential backoff within its deadline; no other status is
+// retried. A Client is thread-safe; async callbacks run on gRPC threads and
+// must not block.
+#ifndef FERRY_CLIENT_CLIENT_H_
+#define FERRY_CLIENT_CLIENT_H_
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "ferry/v1/compiler.pb.h"
+#include "google/rpc/error_details.pb.h"
+#include "google/rpc/status.pb.h"
+
+namespace ferry {
+
+using Metadata = std::vector<std::pair<std::string, std::string>>;
+
+struct TlsOptions {
+  // Use TLS. With no root_ca_file the system's roots are trusted.
+  bool enabled = false;
+  // PEM file of the CAs that sign the server's certificate.
+  std::string root_ca_file;
+  // PEM files of the client's certificate chain and key (mTLS).
+  std::string cert_file;
+  std::string key_file;
+  // Name to expect in the server certificate instead of the target's host
+  // (tests, IP targets).
+  std::string server_name_override;
+};
+
+struct RetryOptions {
+  // Attempts in all, the first one included; 1 disables retries.
+  int max_attempts = 4;
+  std::chrono::milliseconds initial_backoff{100};
+  std::chrono::milliseconds max_backoff{2000};
+  double multiplier = 2.0;
+};
+
+struct ClientOptions {
+  // "host:port", "dns:///name:port" (with round_robin for a headless
+  // Kubernetes Service), "unix:/path".
+  std::string target;
+  TlsOptions tls;
+  // Sent as "authorization: Bearer <token>" on every call. token_file (read
+  // once, by Create; surrounding whitespace dropped) is an alternative.
+  std::string bearer_token;
+  std::string token_file;
+  // Deadline of calls that do not set one.
+  std::chrono::milliseconds default_deadline{std::chrono::seconds(60)};
+  RetryOptions retry;
+  // Sent on every call.
+  Metadata metadata;
+  // "round_robin" spreads calls over every address the target resolves to;
+  // empty: gRPC's default (pick_first).
+  std::string load_balancing_policy;
+  // Largest message sent or received.
+  int max_message_bytes = 256 << 20;
+};
+
+struct CallOptions {
+  // Overrides ClientOptions::default_deadline for this call (all attempts).
+  std::optional<std::chrono::milliseconds> deadline;
+  // Added to ClientOptions::metadata.
+  Metadata metadata;
+  // Sent as x-request-id; the server echoes it in the response and its log.
+  std::string request_id;
+  // Ask the server to skip its result cache ("ferry-cache: bypass").
+  bool bypass_cache = false;
+};
+
+// A pending asynchronous call.
+class AsyncCall {
+ public:
+  virtual ~AsyncCall() = default;
+  // Cancels the call; its callback then runs with CANCELLED (unless it has
+  // already completed). No further retries are made.
+  virtual void Cancel() = 0;
+};
+
+template <typename Response>
+using Callback = std::function<void(absl::StatusOr<Response>)>;
+
+class Client {
+ public:
+  // Validates `options` and reads the TLS and token files. Does not
+  // connect: the channel connects on the first call.
+  static absl::StatusOr<std::unique_ptr<Client>> Create(ClientOptions options);
+  virtual ~Client() = default;
+
+  virtual absl::StatusOr<v1::LowerResponse> Lower(
+      const v1::LowerRequest& request, const CallOptions& call = {}) = 0;
+  virtual absl::StatusOr<v1::VerifyResponse> Verify(
+      const v1::VerifyRequest& request, const CallOptions& call = {}) = 0;
+  virtual absl::StatusOr<v1::GetCapabilitiesResponse> GetCapabilities(
+      const CallOptions& call = {}) = 0;
+
+  // Asynchronous forms: `done` runs exactly once, on a gRPC thread. The
+  // request is copied. The returned handle may be dropped.
+  virtual std::shared_ptr<AsyncCall> LowerAsync(
+      v1::LowerRequest request, Callback<v1::LowerResponse> done,
+      const CallOptions& call = {}) = 0;
+  virtual std::shared_ptr<AsyncCall> VerifyAsync(
+      v1::VerifyRequest request, Callback<v1::VerifyResponse> done,
+      const CallOptions& call = {}) = 0;
+  virtual std::shared_ptr<AsyncCall> GetCapabilitiesAsync(
+      Callback<v1::GetCapabilitiesResponse> done,
+      const CallOptions& call = {}) = 0;
+
+  // grpc.health.v1 Check of `service` ("" for the whole server): true when
+  // SERVING. No retries.
+  virtual absl::StatusOr<bool> CheckHealth(const std::string& service,
+                                           const CallOptions& call = {}) = 0;
+
+  // Attempts made by the calls of this client so far (retries included).
+  virtual int64_t attempts() const = 0;
+};
+
+// The server's google.rpc.Status attached to an error, if any.
+std::optional<google::rpc::Status> ErrorDetails(const absl::Status& status);
+// The first detail of type T in the error's google.rpc.Status, if any
+// (google::rpc::BadRequest, RetryInfo, QuotaFailure, PreconditionFailure,
+// ErrorInfo).
+template <typename T>
+std::optional<T> ErrorDetail(const absl::Status& status) {
+  std::optional<google::rpc::Status> details = ErrorDetails(status);
+  if (!details) return std::nullopt;
+  for (const auto& any : details->details()) {
+    T detail;
+    if (any.UnpackTo(&detail)) return detail;
+  }
+  return std::nullopt;
+}
+
+// The absl::Status payload key under which the serialized google.rpc.Status
+// travels.
+inline constexpr char kErrorDetailsPayload[] =
+    "type.googleapis.com/google.rpc.Status";
+
+}  // namespace ferry
+
+#endif  // FERRY_CLIENT_CLIENT_H_

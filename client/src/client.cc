@@ -1,0 +1,466 @@
+#include "ferry/client.h"
+
+#include <grpcpp/alarm.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <fstream>
+#include <future>
+#include <mutex>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/cord.h"
+#include "absl/strings/str_cat.h"
+#include "ferry/v1/compiler.grpc.pb.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "google/protobuf/wire_format_lite.h"
+
+namespace ferry {
+namespace {
+
+using SystemClock = std::chrono::system_clock;
+
+absl::StatusOr<std::string> ReadFile(const std::string& path,
+                                     absl::string_view what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::NotFoundError(absl::StrCat("cannot read ", what, " '", path, "'"));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+absl::Status ToAbsl(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  absl::Status converted(static_cast<absl::StatusCode>(status.error_code()),
+                         status.error_message());
+  if (!status.error_details().empty()) {
+    converted.SetPayload(kErrorDetailsPayload,
+                         absl::Cord(status.error_details()));
+  }
+  return converted;
+}
+
+// Everything a call needs, shared with calls still in flight after the
+// Client is destroyed.
+struct Channel {
+  ClientOptions options;
+  Metadata metadata;  // options.metadata + authorization
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::Compiler::Stub> stub;
+  std::atomic<int64_t> attempts{0};
+
+  void Prepare(grpc::ClientContext& context, const CallOptions& call,
+               SystemClock::time_point deadline) const {
+    context.set_deadline(deadline);
+    for (const auto& [key, value] : metadata) context.AddMetadata(key, value);
+    for (const auto& [key, value] : call.metadata) {
+      context.AddMetadata(key, value);
+    }
+    if (!call.request_id.empty()) {
+      context.AddMetadata("x-request-id", call.request_id);
+    }
+    if (call.bypass_cache) context.AddMetadata("ferry-cache", "bypass");
+  }
+
+  SystemClock::time_point Deadline(const CallOptions& call) const {
+    return SystemClock::now() + call.deadline.value_or(options.default_deadline);
+  }
+
+  // The pause before retry `attempt` (1-based count of attempts made), with
+  // +-20% jitter so that many clients do not retry in step; nullopt when no
+  // retry should be made.
+  std::optional<std::chrono::milliseconds> RetryPause(
+      const grpc::Status& status, int attempt,
+      SystemClock::time_point deadline) const {
+    if (status.error_code() != grpc::StatusCode::UNAVAILABLE) return std::nullopt;
+    if (attempt >= options.retry.max_attempts) return std::nullopt;
+    double backoff = static_cast<double>(options.retry.initial_backoff.count());
+    for (int i = 1; i < attempt; ++i) backoff *= options.retry.multiplier;
+    backoff = std::min(backoff, static_cast<double>(options.retry.max_backoff.count()));
+    thread_local std::minstd_rand random(std::random_device{}());
+    std::uniform_real_distribution<double> jitter(0.8, 1.2);
+    auto pause = std::chrono::milliseconds(
+        static_cast<int64_t>(backoff * jitter(random)));
+    if (SystemClock::now() + pause >= deadline) return std::nullopt;
+    return pause;
+  }
+};
+
+template <typename Request, typename Response>
+using SyncMethod = std::function<grpc::Status(
+    v1::Compiler::Stub&, grpc::ClientContext*, const Request&, Response*)>;
+
+template <typename Request, typename Response>
+using AsyncMethod = std::function<void(v1::Compiler::Stub&,
+                                       grpc::ClientContext*, const Request*,
+                                       Response*,
+                                       std::function<void(grpc::Status)>)>;
+
+template <typename Request, typename Response>
+absl::StatusOr<Response> CallWithRetries(
+    Channel& channel, const SyncMethod<Request, Response>& method,
+    const Request& request, const CallOptions& call) {
+  SystemClock::time_point deadline = channel.Deadline(call);
+  for (int attempt = 1;; ++attempt) {
+    grpc::ClientContext context;
+    channel.Prepare(context, call, deadline);
+    Response response;
+    ++channel.attempts;
+    grpc::Status status = method(*channel.stub, &context, request, &response);
+    if (status.ok()) return response;
+    std::optional<std::chrono::milliseconds> pause =
+        channel.RetryPause(status, attempt, deadline);
+    if (!pause) return ToAbsl(status);
+    std::this_thread::sleep_for(*pause);
+  }
+}
+
+// One asynchronous call, across its attempts. Keeps itself alive (through
+// the callbacks it hands to gRPC) until `done` has run.
+template <typename Request, typename Response>
+class AsyncCallState final
+    : public AsyncCall,
+      public std::enable_shared_from_this<AsyncCallState<Request, Response>> {
+ public:
+  AsyncCallState(std::shared_ptr<Channel> channel,
+                 AsyncMethod<Request, Response> method, Request request,
+                 Callback<Response> done, CallOptions call)
+      : channel_(std::move(channel)),
+        method_(std::move(method)),
+        request_(std::move(request)),
+        done_(std::move(done)),
+        call_(std::move(call)),
+        deadline_(channel_->Deadline(call_)) {}
+
+  void StartAttempt() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (cancelled_) {
+      lock.unlock();
+      Complete(absl::CancelledError("call cancelled by the client"));
+      return;
+    }
+    ++attempt_;
+    context_ = std::make_unique<grpc::ClientContext>();
+    channel_->Prepare(*context_, call_, deadline_);
+    response_.Clear();
+    ++channel_->attempts;
+    auto self = this->shared_from_this();
+    grpc::ClientContext* context = context_.get();
+    lock.unlock();
+    method_(*channel_->stub, context, &request_, &response_,
+            [self](grpc::Status status) { self->AttemptDone(status); });
+  }
+
+  void Cancel() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (cancelled_) return;
+    cancelled_ = true;
+    if (context_) context_->TryCancel();
+    if (alarm_) alarm_->Cancel();
+  }
+
+ private:
+  void AttemptDone(const grpc::Status& status) {
+    if (status.ok()) {
+      Complete(std::move(response_));
+      return;
+    }
+    std::unique_lock<std::mutex> lock(mutex_);
+    std::optional<std::chrono::milliseconds> pause =
+        cancelled_ ? std::nullopt
+                   : channel_->RetryPause(status, attempt_, deadline_);
+    if (!pause) {
+      lock.unlock();
+      Complete(ToAbsl(status));
+      return;
+    }
+    auto self = this->shared_from_this();
+    alarm_ = std::make_unique<grpc::Alarm>();
+    alarm_->Set(SystemClock::now() + *pause,
+                [self](bool) { self->StartAttempt(); });
+  }
+
+  void Complete(absl::StatusOr<Response> result) {
+    Callback<Response> done;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      done.swap(done_);
+    }
+    if (done) done(std::move(result));
+  }
+
+  const std::shared_ptr<Channel> channel_;
+  const AsyncMethod<Request, Response> method_;
+  const Request request_;
+  Callback<Response> done_;
+  const CallOptions call_;
+  const SystemClock::time_point deadline_;
+
+  std::mutex mutex_;
+  std::unique_ptr<grpc::ClientContext> context_;
+  std::unique_ptr<grpc::Alarm> alarm_;
+  Response response_;
+  int attempt_ = 0;
+  bool cancelled_ = false;
+};
+
+// grpc.health.v1 messages, encoded by hand (one field each) so the client
+// needs no health.proto.
+grpc::ByteBuffer HealthCheckRequest(const std::string& service) {
+  std::string bytes;
+  {
+    google::protobuf::io::StringOutputStream stream(&bytes);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    if (!service.empty()) {
+      coded.WriteTag(10);  // field 1, length-delimited
+      coded.WriteVarint32(static_cast<uint32_t>(service.size()));
+      coded.WriteString(service);
+    }
+  }
+  grpc::Slice slice(bytes);
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+// HealthCheckResponse.status: 1 = SERVING.
+absl::StatusOr<int> HealthStatus(const grpc::ByteBuffer& buffer) {
+  std::vector<grpc::Slice> slices;
+  if (!buffer.Dump(&slices).ok()) {
+    return absl::InternalError("unreadable health response");
+  }
+  std::string bytes;
+  for (const grpc::Slice& slice : slices) {
+    bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+  }
+  google::protobuf::io::CodedInputStream coded(
+      reinterpret_cast<const uint8_t*>(bytes.data()),
+      static_cast<int>(bytes.size()));
+  int status = 0;
+  while (uint32_t tag = coded.ReadTag()) {
+    if (tag == 8) {
+      uint32_t value = 0;
+      if (!coded.ReadVarint32(&value)) break;
+      status = static_cast<int>(value);
+    } else if (!google::protobuf::internal::WireFormatLite::SkipField(&coded,
+                                                                      tag)) {
+      return absl::InternalError("malformed health response");
+    }
+  }
+  return status;
+}
+
+class ClientImpl final : public Client {
+ public:
+  explicit ClientImpl(std::shared_ptr<Channel> channel)
+      : channel_(std::move(channel)) {}
+
+  absl::StatusOr<v1::LowerResponse> Lower(const v1::LowerRequest& request,
+                                          const CallOptions& call) override {
+    return CallWithRetries<v1::LowerRequest, v1::LowerResponse>(
+        *channel_,
+        [](v1::Compiler::Stub& stub, grpc::ClientContext* context,
+           const v1::LowerRequest& request, v1::LowerResponse* response) {
+          return stub.Lower(context, request, response);
+        },
+        request, call);
+  }
+
+  absl::StatusOr<v1::VerifyResponse> Verify(const v1::VerifyRequest& request,
+                                            const CallOptions& call) override {
+    return CallWithRetries<v1::VerifyRequest, v1::VerifyResponse>(
+        *channel_,
+        [](v1::Compiler::Stub& stub, grpc::ClientContext* context,
+           const v1::VerifyRequest& request, v1::VerifyResponse* response) {
+          return stub.Verify(context, request, response);
+        },
+        request, call);
+  }
+
+  absl::StatusOr<v1::GetCapabilitiesResponse> GetCapabilities(
+      const CallOptions& call) override {
+    return CallWithRetries<v1::GetCapabilitiesRequest,
+                           v1::GetCapabilitiesResponse>(
+        *channel_,
+        [](v1::Compiler::Stub& stub, grpc::ClientContext* context,
+           const v1::GetCapabilitiesRequest& request,
+           v1::GetCapabilitiesResponse* response) {
+          return stub.GetCapabilities(context, request, response);
+        },
+        v1::GetCapabilitiesRequest(), call);
+  }
+
+  std::shared_ptr<AsyncCall> LowerAsync(v1::LowerRequest request,
+                                        Callback<v1::LowerResponse> done,
+                                        const CallOptions& call) override {
+    return StartAsync<v1::LowerRequest, v1::LowerResponse>(
+        [](v1::Compiler::Stub& stub, grpc::ClientContext* context,
+           const v1::LowerRequest* request, v1::LowerResponse* response,
+           std::function<void(grpc::Status)> on_done) {
+          stub.async()->Lower(context, request, response, std::move(on_done));
+        },
+        std::move(request), std::move(done), call);
+  }
+
+  std::shared_ptr<AsyncCall> VerifyAsync(v1::VerifyRequest request,
+                                         Callback<v1::VerifyResponse> done,
+                                         const CallOptions& call) override {
+    return StartAsync<v1::VerifyRequest, v1::VerifyResponse>(
+        [](v1::Compiler::Stub& stub, grpc::ClientContext* context,
+           const v1::VerifyRequest* request, v1::VerifyResponse* response,
+           std::function<void(grpc::Status)> on_done) {
+          stub.async()->Verify(context, request, response, std::move(on_done));
+        },
+        std::move(request), std::move(done), call);
+  }
+
+  std::shared_ptr<AsyncCall> GetCapabilitiesAsync(
+      Callback<v1::GetCapabilitiesResponse> done,
+      const CallOptions& call) override {
+    return StartAsync<v1::GetCapabilitiesRequest, v1::GetCapabilitiesResponse>(
+        [](v1::Compiler::Stub& stub, grpc::ClientContext* context,
+           const v1::GetCapabilitiesRequest* request,
+           v1::GetCapabilitiesResponse* response,
+           std::function<void(grpc::Status)> on_done) {
+          stub.async()->GetCapabilities(context, request, response,
+                                        std::move(on_done));
+        },
+        v1::GetCapabilitiesRequest(), std::move(done), call);
+  }
+
+  absl::StatusOr<bool> CheckHealth(const std::string& service,
+                                   const CallOptions& call) override {
+    grpc::GenericStub stub(channel_->channel);
+    grpc::ClientContext context;
+    channel_->Prepare(context, call, channel_->Deadline(call));
+    grpc::ByteBuffer request = HealthCheckRequest(service);
+    grpc::ByteBuffer response;
+    std::promise<grpc::Status> finished;
+    ++channel_->attempts;
+    stub.UnaryCall(&context, "/grpc.health.v1.Health/Check",
+                   grpc::StubOptions(), &request, &response,
+                   [&finished](grpc::Status status) {
+                     finished.set_value(std::move(status));
+                   });
+    grpc::Status status = finished.get_future().get();
+    if (!status.ok()) return ToAbsl(status);
+    absl::StatusOr<int> serving = HealthStatus(response);
+    if (!serving.ok()) return serving.status();
+    return *serving == 1;
+  }
+
+  int64_t attempts() const override { return channel_->attempts.load(); }
+
+ private:
+  template <typename Request, typename Response>
+  std::shared_ptr<AsyncCall> StartAsync(AsyncMethod<Request, Response> method,
+                                        Request request,
+                                        Callback<Response> done,
+                                        const CallOptions& call) {
+    auto state = std::make_shared<AsyncCallState<Request, Response>>(
+        channel_, std::move(method), std::move(request), std::move(done),
+        call);
+    state->StartAttempt();
+    return state;
+  }
+
+  std::shared_ptr<Channel> channel_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
+  if (options.target.empty()) {
+    return absl::InvalidArgumentError("ClientOptions.target is empty");
+  }
+  if (options.retry.max_attempts < 1 || options.retry.multiplier < 1.0 ||
+      options.retry.initial_backoff.count() < 0) {
+    return absl::InvalidArgumentError(
+        "ClientOptions.retry: max_attempts >= 1, multiplier >= 1 and a "
+        "non-negative backoff are required");
+  }
+  if (options.default_deadline.count() <= 0) {
+    return absl::InvalidArgumentError(
+        "ClientOptions.default_deadline must be positive");
+  }
+  const TlsOptions& tls = options.tls;
+  if (tls.cert_file.empty() != tls.key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "TlsOptions: cert_file and key_file go together");
+  }
+  bool tls_files = !tls.root_ca_file.empty() || !tls.cert_file.empty();
+  if (tls_files && !tls.enabled) {
+    return absl::InvalidArgumentError(
+        "TlsOptions: certificate files given but TLS is not enabled");
+  }
+
+  auto channel = std::make_shared<Channel>();
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  if (tls.enabled) {
+    grpc::SslCredentialsOptions ssl;
+    if (!tls.root_ca_file.empty()) {
+      absl::StatusOr<std::string> roots = ReadFile(tls.root_ca_file, "CA file");
+      if (!roots.ok()) return roots.status();
+      ssl.pem_root_certs = *roots;
+    }
+    if (!tls.cert_file.empty()) {
+      absl::StatusOr<std::string> cert =
+          ReadFile(tls.cert_file, "certificate file");
+      if (!cert.ok()) return cert.status();
+      absl::StatusOr<std::string> key = ReadFile(tls.key_file, "key file");
+      if (!key.ok()) return key.status();
+      ssl.pem_cert_chain = *cert;
+      ssl.pem_private_key = *key;
+    }
+    credentials = grpc::SslCredentials(ssl);
+  } else {
+    credentials = grpc::InsecureChannelCredentials();
+  }
+
+  std::string token = options.bearer_token;
+  if (!options.token_file.empty()) {
+    absl::StatusOr<std::string> text = ReadFile(options.token_file, "token file");
+    if (!text.ok()) return text.status();
+    token = std::string(absl::StripAsciiWhitespace(*text));
+    if (token.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("token file '", options.token_file, "' is empty"));
+    }
+  }
+
+  grpc::ChannelArguments arguments;
+  arguments.SetMaxReceiveMessageSize(options.max_message_bytes);
+  arguments.SetMaxSendMessageSize(options.max_message_bytes);
+  if (!tls.server_name_override.empty()) {
+    arguments.SetSslTargetNameOverride(tls.server_name_override);
+  }
+  if (!options.load_balancing_policy.empty()) {
+    arguments.SetLoadBalancingPolicyName(options.load_balancing_policy);
+  }
+  channel->metadata = options.metadata;
+  if (!token.empty()) {
+    channel->metadata.emplace_back("authorization",
+                                   absl::StrCat("Bearer ", token));
+  }
+  channel->channel =
+      grpc::CreateCustomChannel(options.target, credentials, arguments);
+  channel->stub = v1::Compiler::NewStub(channel->channel);
+  channel->options = std::move(options);
+  return std::unique_ptr<Client>(new ClientImpl(std::move(channel)));
+}
+
+std::optional<google::rpc::Status> ErrorDetails(const absl::Status& status) {
+  auto payload = status.GetPayload(kErrorDetailsPayload);
+  if (!payload) return std::nullopt;
+  google::rpc::Status details;
+  if (!details.ParseFromString(std::string(*payload))) return std::nullopt;
+  return details;
+}
+
+}  // namespace ferry

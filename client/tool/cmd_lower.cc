@@ -1,0 +1,92 @@
+// ferry lower FILE: run the lowering pipeline.
+#include <cstdio>
+
+#include "client/tool/tool_common.h"
+#include "passes/pipeline.h"
+
+namespace ferry::tool {
+namespace {
+
+std::string LowerUsage() {
+  return "usage: ferry lower [-o OUT] [--report=text|json] "
+         "[--format=text|binary|json] [lowering options] FILE\n"
+         "Lowers FILE (a LowerRequest, or a bare Program with default "
+         "options).\n"
+         "The lowered program goes to stdout (text) or to OUT (format by\n"
+         "extension). --report=json prints {ok, diagnostics, stats} on "
+         "stdout\n"
+         "and writes the program only to OUT; the text report goes to "
+         "stderr.\n"
+         "Exit 0 when it lowers (warnings allowed), 1 on errors, 2 on usage "
+         "or\nunreadable input.\n\n" +
+         LoweringFlagsHelp();
+}
+
+}  // namespace
+
+int RunLower(const Args& args) {
+  std::string file, format, out, report = "text";
+  v1::LowerOptions overrides;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    std::string value, error;
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(LowerUsage().c_str(), stdout);
+      return kExitOk;
+    } else if (arg == "-o" && i + 1 < args.size()) {
+      out = args[++i];
+    } else if (ParseFlag(arg, "--output", &value) && !value.empty()) {
+      out = value;
+    } else if (ParseFlag(arg, "--format", &value)) {
+      format = value;
+    } else if (ParseFlag(arg, "--report", &value)) {
+      report = value;
+    } else if (ApplyLoweringFlag(arg, &overrides, &error)) {
+      if (!error.empty()) {
+        std::fprintf(stderr, "ferry lower: %s\n", error.c_str());
+        return kExitUsage;
+      }
+    } else if (!arg.empty() && arg[0] == '-') {
+      std::fprintf(stderr, "ferry lower: unknown option '%s'\n\n%s",
+                   arg.c_str(), LowerUsage().c_str());
+      return kExitUsage;
+    } else if (file.empty()) {
+      file = arg;
+    } else {
+      std::fprintf(stderr, "ferry lower: one FILE only\n");
+      return kExitUsage;
+    }
+  }
+  if (file.empty() || (report != "text" && report != "json")) {
+    std::fputs(LowerUsage().c_str(), stderr);
+    return kExitUsage;
+  }
+  v1::LowerRequest request;
+  bool bare = false;
+  if (!LoadRequest(file, format, &request, &bare)) return kExitUsage;
+  request.mutable_options()->MergeFrom(overrides);
+
+  absl::StatusOr<LowerResult> result = Lower(request);
+  if (!result.ok()) {
+    std::fprintf(stderr, "ferry lower: %s\n",
+                 std::string(result.status().message()).c_str());
+    return kExitErrors;
+  }
+  if (result->ok) {
+    v1::Program lowered;
+    ExportProgram(result->program, &lowered);
+    if (!out.empty()) {
+      FileFormat f = FormatFromPath(out);
+      if (!WriteOutput(out, SerializeProgram(lowered, f))) return kExitUsage;
+    } else if (report == "text") {
+      if (!WriteOutput("-", ToText(lowered))) return kExitUsage;
+    }
+  }
+  if (report == "json")
+    std::printf("%s\n", ReportJson(*result).c_str());
+  else
+    std::fputs(ReportText(*result, file).c_str(), stderr);
+  return result->ok ? kExitOk : kExitErrors;
+}
+
+}  // namespace ferry::tool

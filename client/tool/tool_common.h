@@ -1,0 +1,25 @@
+// Helpers shared by the `ferry` subcommands: argument scanning and reading
+// the input file.
+#ifndef FERRY_CLIENT_TOOL_TOOL_COMMON_H_
+#define FERRY_CLIENT_TOOL_TOOL_COMMON_H_
+
+#include <string>
+
+#include "client/tool/commands.h"
+#include "ferry/v1/program.pb.h"
+#include "passes/proto_io.h"
+
+namespace ferry::tool {
+
+// Reads FILE as a LowerRequest or bare Program. On failure prints the error
+// ("ferry: FILE: ...") to stderr and returns false.
+bool LoadRequest(const std::string& path, const std::string& format_name,
+                 v1::LowerRequest* request, bool* was_bare_program);
+
+// Writes `bytes` to `path` ("-" = stdout). Prints an error and returns false
+// on failure.
+bool WriteOutput(const std::string& path, const std::string& bytes);
+
+}  // namespace ferry::tool
+
+#endif  // FERRY_CLIENT_TOOL_TOOL_COMMON_H_

@@ -1,0 +1,116 @@
+#include "passes/alias.h"
+
+#include <algorithm>
+#include <map>
+
+#include "passes/schema.h"
+#include "passes/shape_rules.h"
+
+namespace ferry {
+
+StorageRoots::StorageRoots(const Method& method)
+    : node_root_(method.nodes.size()),
+      written_(method.nodes.size()),
+      metadata_only_(method.nodes.size(), 0) {
+  for (int32_t i = 0; i < static_cast<int32_t>(method.nodes.size()); ++i) {
+    const Node& node = method.nodes[i];
+    node_root_[i] = ValueId{i, -1};
+    if (node.kind == NodeKind::kGetItem) {
+      // A getitem is the tuple element it reads.
+      node_root_[i] = ValueId{node.getitem_source, node.getitem_index};
+      continue;
+    }
+    if (node.kind != NodeKind::kCall || !node.schema) continue;
+    if (node.schema_text.empty()) {
+      if (const OpInfo* info = LookupOp(node.target))
+        metadata_only_[i] = info->metadata_only ? 1 : 0;
+    }
+    absl::StatusOr<std::vector<const Argument*>> bound =
+        BindArguments(*node.schema, node.args);
+    if (!bound.ok()) continue;  // reported by validation
+    auto add_written = [&](const Argument* arg) {
+      if (!arg) return;
+      if (arg->kind == ArgKind::kValue) written_[i].push_back(arg->value);
+      if (arg->kind == ArgKind::kValueList)
+        for (const ValueId& v : arg->values) written_[i].push_back(v);
+    };
+    for (int k : node.schema->WrittenArguments())
+      if (k < static_cast<int>(bound->size())) add_written((*bound)[k]);
+    if (node.result == ResultKind::kTensor) {
+      std::optional<int> aliased = node.schema->AliasedArgument(0);
+      if (aliased && *aliased < static_cast<int>(bound->size())) {
+        const Argument* arg = (*bound)[*aliased];
+        if (arg && arg->kind == ArgKind::kValue && arg->value.valid())
+          node_root_[i] = RootOf(arg->value);
+      }
+    }
+  }
+}
+
+ValueId StorageRoots::RootOf(ValueId v) const {
+  if (v.node < 0 || v.node >= static_cast<int32_t>(node_root_.size()))
+    return v;
+  if (v.element >= 0) return v;  // tuple elements own their storage
+  return node_root_[v.node];
+}
+
+std::vector<std::vector<int32_t>> EffectDependencies(
+    const Method& method, const StorageRoots& roots) {
+  const int32_t n = static_cast<int32_t>(method.nodes.size());
+  std::vector<std::vector<int32_t>> deps(n);
+  struct State {
+    int32_t last_writer = -1;
+    std::vector<int32_t> readers_since_write;
+  };
+  std::map<ValueId, State> state;
+  // Only storages that something writes need tracking.
+  std::vector<char> written_root(n, 0);
+  std::map<ValueId, char> written_element;
+  bool any_write = false;
+  for (int32_t i = 0; i < n; ++i)
+    for (const ValueId& w : roots.WrittenBy(i)) {
+      ValueId root = roots.RootOf(w);
+      if (root.element < 0)
+        written_root[root.node] = 1;
+      else
+        written_element[root] = 1;
+      any_write = true;
+    }
+  if (!any_write) return deps;
+  auto tracked = [&](const ValueId& root) {
+    return root.element < 0 ? written_root[root.node] != 0
+                            : written_element.count(root) > 0;
+  };
+  for (int32_t i = 0; i < n; ++i) {
+    if (method.nodes[i].kind == NodeKind::kGetItem) continue;
+    std::vector<ValueId> read_roots;
+    ForEachOperand(method.nodes[i], [&](const ValueId& v) {
+      ValueId root = roots.RootOf(v);
+      if (tracked(root)) read_roots.push_back(root);
+    });
+    for (const ValueId& root : read_roots) {
+      auto it = state.find(root);
+      if (it == state.end()) continue;
+      if (it->second.last_writer >= 0) deps[i].push_back(it->second.last_writer);
+    }
+    std::vector<ValueId> written;
+    for (const ValueId& w : roots.WrittenBy(i)) written.push_back(roots.RootOf(w));
+    for (const ValueId& root : written) {
+      State& s = state[root];
+      if (s.last_writer >= 0) deps[i].push_back(s.last_writer);
+      for (int32_t r : s.readers_since_write)
+        if (r != i) deps[i].push_back(r);
+      s.readers_since_write.clear();
+      s.last_writer = i;
+    }
+    for (const ValueId& root : read_roots) {
+      bool writes = std::find(written.begin(), written.end(), root) != written.end();
+      if (!writes) state[root].readers_since_write.push_back(i);
+    }
+    std::sort(deps[i].begin(), deps[i].end());
+    deps[i].erase(std::unique(deps[i].begin(), deps[i].end()), deps[i].end());
+  }
+  return deps;
+}
+
+}  // namespace ferry

@@ -1,0 +1,50 @@
+// Storage roots: which values share storage.
+//
+// A call whose schema says result i aliases argument k (`Tensor(a)` views,
+// `Tensor(a!)` in-place results) shares argument k's storage; a getitem
+// shares the tuple element it reads; everything else owns fresh storage.
+// Chains are followed to the end, so a view of a view of `t` has root `t`.
+// Devices, versions and memory belong to roots.
+#ifndef FERRY_PASSES_ALIAS_H_
+#define FERRY_PASSES_ALIAS_H_
+
+#include <vector>
+
+#include "passes/ir.h"
+
+namespace ferry {
+
+class StorageRoots {
+ public:
+  explicit StorageRoots(const Method& method);
+
+  // The root of `v` (a whole node result or a tuple element).
+  ValueId RootOf(ValueId v) const;
+  // The root of node `node`'s whole (non-tuple) result.
+  ValueId RootOfNode(int32_t node) const { return RootOf(ValueId{node, -1}); }
+  // Whether node `node` is a call that writes one of its arguments in place,
+  // and which argument values it writes (as read by the call).
+  const std::vector<ValueId>& WrittenBy(int32_t node) const {
+    return written_[node];
+  }
+  // Whether node `node` is a call whose operator reads metadata only.
+  bool IsMetadataOnly(int32_t node) const { return metadata_only_[node]; }
+
+ private:
+  std::vector<ValueId> node_root_;               // per node (whole result)
+  std::vector<std::vector<ValueId>> written_;    // per node
+  std::vector<char> metadata_only_;              // per node
+};
+
+// Ordering that in-place writes add to the data edges: for each node, the
+// earlier nodes it must stay after although it does not read their values:
+// the last writer of every storage it reads (read after write), and, for a
+// writer, the readers and the writer of that storage since the previous
+// write (write after read / write). Sorted, no duplicates, excluding
+// the node's own operands' producers only when they coincide.
+std::vector<std::vector<int32_t>> EffectDependencies(const Method& method,
+                                                     const StorageRoots& roots);
+
+}  // namespace ferry
+
+#endif  // FERRY_PASSES_ALIAS_H_

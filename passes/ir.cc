@@ -1,0 +1,297 @@
+#include "passes/ir.h"
+
+#include <algorithm>
+#include <cctype>
+#include <numeric>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace ferry {
+
+int64_t ElementSize(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+    case DType::kI32:
+      return 4;
+    case DType::kF16:
+    case DType::kBF16:
+    case DType::kI16:
+      return 2;
+    case DType::kF64:
+    case DType::kI64:
+      return 8;
+    case DType::kI8:
+    case DType::kU8:
+    case DType::kBool:
+      return 1;
+    case DType::kInvalid:
+      return 0;
+  }
+  return 0;
+}
+
+std::string_view DTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return "f32";
+    case DType::kF16:
+      return "f16";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kF64:
+      return "f64";
+    case DType::kI8:
+      return "i8";
+    case DType::kU8:
+      return "u8";
+    case DType::kI16:
+      return "i16";
+    case DType::kI32:
+      return "i32";
+    case DType::kI64:
+      return "i64";
+    case DType::kBool:
+      return "bool";
+    case DType::kInvalid:
+      return "invalid";
+  }
+  return "invalid";
+}
+
+bool IsFloatingPoint(DType dtype) {
+  return dtype == DType::kF32 || dtype == DType::kF16 ||
+         dtype == DType::kBF16 || dtype == DType::kF64;
+}
+
+bool IsIntegral(DType dtype) {
+  return dtype == DType::kI8 || dtype == DType::kU8 || dtype == DType::kI16 ||
+         dtype == DType::kI32 || dtype == DType::kI64;
+}
+
+std::string Device::ToString() const {
+  if (type == Type::kCpu) return "cpu";
+  return absl::StrCat("cuda:", index);
+}
+
+absl::StatusOr<Device> ParseTargetDevice(std::string_view text) {
+  std::string lowered =
+      absl::AsciiStrToLower(absl::StripAsciiWhitespace(std::string(text)));
+  std::string_view type = lowered;
+  std::string_view index_text;
+  bool has_index = false;
+  if (size_t colon = lowered.find(':'); colon != std::string::npos) {
+    type = std::string_view(lowered).substr(0, colon);
+    index_text = std::string_view(lowered).substr(colon + 1);
+    has_index = true;
+  }
+  int32_t index = 0;
+  if (has_index) {
+    bool digits = !index_text.empty() &&
+                  std::all_of(index_text.begin(), index_text.end(),
+                              [](char c) { return c >= '0' && c <= '9'; });
+    if (!digits || !absl::SimpleAtoi(std::string(index_text), &index) || index < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "device index '", std::string(index_text), "' in '", std::string(text),
+          "' is not a non-negative integer"));
+    }
+  }
+  if (type == "cpu") return Device::Cpu();
+  if (type == "cuda") return Device::Cuda(index);
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown device type '", std::string(type), "' in '", std::string(text),
+                   "' (valid types: cpu, cuda)"));
+}
+
+std::vector<int64_t> ContiguousStrides(const std::vector<int64_t>& sizes) {
+  std::vector<int64_t> strides(sizes.size());
+  int64_t running = 1;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    strides[i] = running;
+    running *= std::max<int64_t>(sizes[i], 1);
+  }
+  return strides;
+}
+
+std::vector<int64_t> TensorSpec::Strides() const {
+  if (strides.empty() && !sizes.empty()) return ContiguousStrides(sizes);
+  return strides;
+}
+
+std::optional<int64_t> TensorSpec::NumElements() const {
+  int64_t n = 1;
+  for (int64_t s : sizes) {
+    if (s < 0 || __builtin_mul_overflow(n, s, &n)) return std::nullopt;
+  }
+  return n;
+}
+
+std::optional<int64_t> TensorSpec::NumBytes() const {
+  std::optional<int64_t> n = NumElements();
+  int64_t bytes = 0;
+  if (!n || __builtin_mul_overflow(*n, ElementSize(dtype), &bytes))
+    return std::nullopt;
+  return bytes;
+}
+
+std::optional<int64_t> TensorSpec::StorageBytes() const {
+  std::optional<int64_t> n = NumElements();
+  if (!n || storage_offset < 0) return std::nullopt;
+  std::vector<int64_t> st = Strides();
+  if (st.size() != sizes.size()) return std::nullopt;
+  if (*n == 0) return 0;
+  int64_t last = storage_offset;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    int64_t term = 0;
+    if (st[i] < 0 || __builtin_mul_overflow(sizes[i] - 1, st[i], &term) ||
+        __builtin_add_overflow(last, term, &last))
+      return std::nullopt;
+  }
+  int64_t bytes = 0;
+  if (__builtin_add_overflow(last, 1, &last) ||
+      __builtin_mul_overflow(last, ElementSize(dtype), &bytes))
+    return std::nullopt;
+  return bytes;
+}
+
+namespace {
+// Whether `strides` are the dense strides of `sizes` visited in `order`
+// (outermost first), ignoring dims of size 1 as ATen does.
+bool DenseInOrder(const std::vector<int64_t>& sizes,
+                  const std::vector<int64_t>& strides,
+                  const std::vector<int64_t>& order) {
+  int64_t expected = 1;
+  for (size_t k = order.size(); k-- > 0;) {
+    int64_t d = order[k];
+    if (sizes[d] == 0) return true;
+    if (sizes[d] != 1 && strides[d] != expected) return false;
+    expected *= sizes[d];
+  }
+  return true;
+}
+}  // namespace
+
+bool TensorSpec::IsContiguous() const {
+  std::vector<int64_t> st = Strides();
+  if (st.size() != sizes.size()) return false;
+  std::vector<int64_t> order(sizes.size());
+  std::iota(order.begin(), order.end(), 0);
+  return DenseInOrder(sizes, st, order);
+}
+
+bool TensorSpec::IsChannelsLast() const {
+  std::vector<int64_t> st = Strides();
+  if (sizes.size() != 4 || st.size() != 4) return false;
+  return DenseInOrder(sizes, st, {0, 2, 3, 1});
+}
+
+std::vector<int64_t> TensorSpec::DimOrder() const {
+  std::vector<int64_t> st = Strides();
+  std::vector<int64_t> order(sizes.size());
+  std::iota(order.begin(), order.end(), 0);
+  if (st.size() != sizes.size()) return order;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return st[a] > st[b]; });
+  return order;
+}
+
+bool TensorSpec::SameLayout(const TensorSpec& other) const {
+  return dtype == other.dtype && sizes == other.sizes &&
+         storage_offset == other.storage_offset &&
+         Strides() == other.Strides();
+}
+
+std::string_view InputKindName(InputKind kind) {
+  switch (kind) {
+    case InputKind::kUserInput:
+      return "user input";
+    case InputKind::kParameter:
+      return "parameter";
+    case InputKind::kBuffer:
+      return "buffer";
+    case InputKind::kMutableBuffer:
+      return "mutable buffer";
+    case InputKind::kLiftedConstant:
+      return "lifted constant";
+    case InputKind::kInvalid:
+      return "invalid";
+  }
+  return "invalid";
+}
+
+std::string_view NodeKindName(NodeKind kind) {
+  switch (kind) {
+    case NodeKind::kInput:
+      return "input";
+    case NodeKind::kConstant:
+      return "constant";
+    case NodeKind::kCall:
+      return "call";
+    case NodeKind::kDelegate:
+      return "delegate";
+    case NodeKind::kGetItem:
+      return "getitem";
+    case NodeKind::kOutput:
+      return "output";
+  }
+  return "node";
+}
+
+const TensorSpec* Node::Spec(int32_t element) const {
+  if (element < 0) return result == ResultKind::kTensor ? &tensor : nullptr;
+  if (result != ResultKind::kTuple ||
+      element >= static_cast<int32_t>(tuple.size()))
+    return nullptr;
+  return &tuple[element];
+}
+
+TensorSpec* Node::MutableSpec(int32_t element) {
+  return const_cast<TensorSpec*>(
+      static_cast<const Node*>(this)->Spec(element));
+}
+
+std::string Method::ValueName(ValueId v) const {
+  if (v.node < 0 || v.node >= static_cast<int32_t>(nodes.size()))
+    return "<invalid>";
+  if (v.element < 0) return nodes[v.node].name;
+  return absl::StrCat(nodes[v.node].name, "[", v.element, "]");
+}
+
+std::optional<std::string> LoweredModule::TargetDeviceText() const {
+  for (const CompileSpec& spec : compile_specs)
+    if (spec.key == "target_device") return spec.value;
+  return std::nullopt;
+}
+
+const Constant* Program::FindConstant(std::string_view name) const {
+  for (const Constant& c : constants)
+    if (c.name == name) return &c;
+  return nullptr;
+}
+Constant* Program::FindConstant(std::string_view name) {
+  return const_cast<Constant*>(
+      static_cast<const Program*>(this)->FindConstant(name));
+}
+const LoweredModule* Program::FindModule(std::string_view id) const {
+  for (const LoweredModule& m : modules)
+    if (m.id == id) return &m;
+  return nullptr;
+}
+LoweredModule* Program::FindModule(std::string_view id) {
+  return const_cast<LoweredModule*>(
+      static_cast<const Program*>(this)->FindModule(id));
+}
+
+std::vector<std::vector<Use>> BuildUses(const Method& method) {
+  std::vector<std::vector<Use>> uses(method.nodes.size());
+  for (int32_t i = 0; i < static_cast<int32_t>(method.nodes.size()); ++i) {
+    ForEachOperand(method.nodes[i], [&](const ValueId& v) {
+      if (v.node >= 0 && v.node < static_cast<int32_t>(uses.size()))
+        uses[v.node].push_back(Use{i, v});
+    });
+  }
+  return uses;
+}
+
+}  // namespace ferry

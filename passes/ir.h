@@ -1,0 +1,335 @@
+// The Ferry IR in memory.
+//
+// Mirrors ferry.v1.Program (proto/ferry/v1/program.proto) with resolved
+// references: an argument names a value by the index of its producing node in
+// the method (plus a tuple element index), not by name. Import from and export
+// to the proto live in proto_io.h; an imported program exports to the same
+// bytes.
+//
+// Storage: a value that is a view of another, or the result of an in-place
+// operator, aliases its argument's storage. StorageRoots() (alias.h) follows
+// these chains using the operator schemas; devices and memory belong to the
+// storage root, never to a view.
+#ifndef FERRY_PASSES_IR_H_
+#define FERRY_PASSES_IR_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace ferry {
+
+struct OpSchema;  // schema.h
+
+// ---------------------------------------------------------------------------
+// Element types and devices.
+
+enum class DType : uint8_t {
+  kInvalid = 0,
+  kF32,
+  kF16,
+  kBF16,
+  kF64,
+  kI8,
+  kU8,
+  kI16,
+  kI32,
+  kI64,
+  kBool,
+};
+
+// Bytes per element; 0 for kInvalid.
+int64_t ElementSize(DType dtype);
+// "f32", "f16", ..., "bool"; "invalid" for kInvalid.
+std::string_view DTypeName(DType dtype);
+bool IsFloatingPoint(DType dtype);
+bool IsIntegral(DType dtype);  // integers, not bool
+
+struct Device {
+  enum class Type : uint8_t { kCpu = 0, kCuda = 1 };
+  Type type = Type::kCpu;
+  int32_t index = 0;
+
+  static Device Cpu() { return Device{}; }
+  static Device Cuda(int32_t index) { return Device{Type::kCuda, index}; }
+  bool is_host() const { return type == Type::kCpu; }
+  std::string ToString() const;  // "cpu", "cuda:1"
+  friend bool operator==(const Device&, const Device&) = default;
+  friend auto operator<=>(const Device&, const Device&) = default;
+};
+
+// Parses a `target_device` compile-spec value: surrounding whitespace is
+// ignored, the type is case-insensitive ("cpu", "cuda"), the index defaults
+// to 0 and must be a non-negative decimal integer. "cpu:N" is the host.
+absl::StatusOr<Device> ParseTargetDevice(std::string_view text);
+
+// ---------------------------------------------------------------------------
+// Tensor specs.
+
+struct MemoryPlacement {
+  int32_t arena = 0;
+  int64_t offset = 0;
+  int64_t size = 0;
+  bool planned = false;
+  friend bool operator==(const MemoryPlacement&,
+                         const MemoryPlacement&) = default;
+};
+
+struct TensorSpec {
+  DType dtype = DType::kInvalid;
+  std::vector<int64_t> sizes;
+  // As given. Empty means contiguous; use Strides() to read them.
+  std::vector<int64_t> strides;
+  int64_t storage_offset = 0;
+  Device device;
+  // Whether the wire form carried a `device` field (kept for round trips).
+  bool device_present = false;
+  MemoryPlacement memory;
+
+  int64_t dim() const { return static_cast<int64_t>(sizes.size()); }
+  // The strides, with empty `strides` read as contiguous.
+  std::vector<int64_t> Strides() const;
+  // Number of elements; nullopt on overflow.
+  std::optional<int64_t> NumElements() const;
+  // Bytes of storage the spec spans from element 0 of its storage:
+  // (storage_offset + largest reachable linear index + 1) * element size, or
+  // 0 for an empty tensor. nullopt on overflow or negative strides/offset.
+  std::optional<int64_t> StorageBytes() const;
+  // Bytes of the elements themselves (numel * element size).
+  std::optional<int64_t> NumBytes() const;
+  bool IsContiguous() const;
+  // 4-D NHWC dense layout (dim order 0,2,3,1).
+  bool IsChannelsLast() const;
+  // Dims sorted by stride, largest first (stable), as ExecuTorch derives it.
+  std::vector<int64_t> DimOrder() const;
+  // Same dtype, sizes, strides (as read by Strides()) and storage offset.
+  bool SameLayout(const TensorSpec& other) const;
+  void SetDevice(Device d) {
+    device = d;
+    device_present = true;
+  }
+};
+
+std::vector<int64_t> ContiguousStrides(const std::vector<int64_t>& sizes);
+
+// ---------------------------------------------------------------------------
+// Graphs.
+
+enum class InputKind : uint8_t {
+  kInvalid = 0,
+  kUserInput,
+  kParameter,
+  kBuffer,
+  kMutableBuffer,
+  kLiftedConstant,
+};
+std::string_view InputKindName(InputKind kind);
+// Parameters, buffers and lifted constants: program data, never device.
+inline bool IsProgramData(InputKind kind) {
+  return kind == InputKind::kParameter || kind == InputKind::kBuffer ||
+         kind == InputKind::kLiftedConstant;
+}
+
+enum class ScalarType : uint8_t { kInvalid = 0, kInt, kFloat, kBool };
+
+// A value: a node's whole result, or one element of a tuple-valued node.
+struct ValueId {
+  int32_t node = -1;
+  int32_t element = -1;  // -1: the whole result
+  bool valid() const { return node >= 0; }
+  friend bool operator==(const ValueId&, const ValueId&) = default;
+  friend auto operator<=>(const ValueId&, const ValueId&) = default;
+};
+
+enum class ArgKind : uint8_t {
+  kValue,      // `value` (element == -1) or `element` (element >= 0)
+  kValueList,  // Tensor[]
+  kInt,
+  kFloat,
+  kBool,
+  kInts,
+  kDType,
+  kNone,
+  kString,
+};
+
+struct Argument {
+  std::string name;  // keyword name, may be empty
+  ArgKind kind = ArgKind::kNone;
+  ValueId value;                // kValue
+  std::vector<ValueId> values;  // kValueList
+  int64_t int_value = 0;
+  double float_value = 0;
+  bool bool_value = false;
+  std::vector<int64_t> ints;
+  DType dtype = DType::kInvalid;
+  std::string string_value;
+
+  static Argument Value(ValueId v) {
+    Argument a;
+    a.kind = ArgKind::kValue;
+    a.value = v;
+    return a;
+  }
+  bool is_value() const { return kind == ArgKind::kValue; }
+};
+
+enum class NodeKind : uint8_t {
+  kInput,
+  kConstant,
+  kCall,
+  kDelegate,
+  kGetItem,
+  kOutput,
+};
+std::string_view NodeKindName(NodeKind kind);
+
+enum class ResultKind : uint8_t { kNone, kTensor, kTuple, kScalar };
+
+struct SourceLocation {
+  std::string file;
+  int32_t line = 0;
+  std::string name;
+  bool present = false;
+};
+
+struct Node {
+  std::string name;
+  NodeKind kind = NodeKind::kCall;
+
+  // kInput: kind and the constant-table entry holding its data (if any).
+  InputKind input_kind = InputKind::kInvalid;
+  // kInput: InputNode.target; kConstant: the constant's name;
+  // kDelegate: the lowered module's id; kCall: the operator name.
+  std::string target;
+
+  // kCall: the schema text given on the node (may be empty) and the resolved
+  // schema (from the node or the registry; null when unknown).
+  std::string schema_text;
+  std::shared_ptr<const OpSchema> schema;
+  bool at_load = false;
+
+  // kCall / kDelegate arguments; kOutput: the returned values.
+  std::vector<Argument> args;
+
+  // kGetItem: source node index and element.
+  int32_t getitem_source = -1;
+  int32_t getitem_index = 0;
+
+  ResultKind result = ResultKind::kNone;
+  TensorSpec tensor;               // kTensor
+  std::vector<TensorSpec> tuple;   // kTuple
+  ScalarType scalar = ScalarType::kInvalid;  // kScalar
+
+  std::string delegation_tag;
+  SourceLocation source;
+
+  // The tensor spec of `element` of this node's result (-1: the whole
+  // result). Null when that is not a tensor.
+  const TensorSpec* Spec(int32_t element = -1) const;
+  TensorSpec* MutableSpec(int32_t element = -1);
+};
+
+struct Arena {
+  Device device;
+  int64_t size = 0;
+  int64_t lower_bound = 0;
+};
+
+struct Method {
+  std::string name;
+  std::vector<Node> nodes;
+  std::vector<Arena> arenas;
+
+  const TensorSpec* Spec(ValueId v) const {
+    return v.node >= 0 && v.node < static_cast<int32_t>(nodes.size())
+               ? nodes[v.node].Spec(v.element)
+               : nullptr;
+  }
+  // The name used for `v` in diagnostics: "t" or "t[1]".
+  std::string ValueName(ValueId v) const;
+};
+
+struct Constant {
+  std::string name;
+  TensorSpec spec;
+  std::optional<std::string> data;
+  uint64_t seed = 0;
+};
+
+struct CompileSpec {
+  std::string key;
+  std::string value;
+};
+
+struct LoweredModule {
+  std::string id;
+  std::string backend;
+  std::vector<CompileSpec> compile_specs;
+  Method graph;
+  std::vector<TensorSpec> input_layouts;
+  bool returns_tuple = false;
+
+  // The first `target_device` compile spec's value, or nullopt.
+  std::optional<std::string> TargetDeviceText() const;
+};
+
+struct Program {
+  std::vector<Method> methods;
+  std::vector<Constant> constants;
+  std::vector<LoweredModule> modules;
+
+  const Constant* FindConstant(std::string_view name) const;
+  Constant* FindConstant(std::string_view name);
+  const LoweredModule* FindModule(std::string_view id) const;
+  LoweredModule* FindModule(std::string_view id);
+};
+
+// Calls `fn(ValueId)` for every value a node reads (arguments, list elements,
+// the getitem source), in argument order.
+template <typename Fn>
+void ForEachOperand(const Node& node, Fn&& fn) {
+  if (node.kind == NodeKind::kGetItem) {
+    fn(ValueId{node.getitem_source, -1});
+    return;
+  }
+  for (const Argument& arg : node.args) {
+    if (arg.kind == ArgKind::kValue) fn(arg.value);
+    if (arg.kind == ArgKind::kValueList)
+      for (const ValueId& v : arg.values) fn(v);
+  }
+}
+
+// Same, with mutable access, for rewrites.
+template <typename Fn>
+void ForEachOperandMutable(Node& node, Fn&& fn) {
+  if (node.kind == NodeKind::kGetItem) {
+    ValueId v{node.getitem_source, -1};
+    fn(v);
+    node.getitem_source = v.node;
+    return;
+  }
+  for (Argument& arg : node.args) {
+    if (arg.kind == ArgKind::kValue) fn(arg.value);
+    if (arg.kind == ArgKind::kValueList)
+      for (ValueId& v : arg.values) fn(v);
+  }
+}
+
+// Use lists: for each node, the (reader node, operand) pairs reading any of
+// its values, in node order.
+struct Use {
+  int32_t reader = -1;
+  ValueId value;
+};
+std::vector<std::vector<Use>> BuildUses(const Method& method);
+
+}  // namespace ferry
+
+#endif  // FERRY_PASSES_IR_H_

@@ -1,0 +1,256 @@
+// partition
+//
+// Model. A partition is a set of host operators that one lowered module will
+// compute on one device. It must be convex: if a path left the partition and
+// came back, the delegate would need its own output as an input.
+//
+//   a, b = inputs
+//   t = add(a, b)        [tag d0]
+//   s = sin(t)
+//   u = mul(s, b)        [tag d0]      <- cycle: d0 -> sin -> d0: E0701
+//
+// Phases: (1) CheckTaggedNodes (BY_TAG) or TagByCapability (BY_CAPABILITY)
+// put tags on call nodes; (2) AdoptGetItems tags getitems of tagged tuple
+// nodes; (3) CheckConvex reports cycles; (4) AdoptProgramData tags program
+// data whose every reader carries one tag (BY_TAG keeps only tags the request
+// put there; BY_CAPABILITY adopts them all).
+#include "passes/partition.h"
+
+#include <algorithm>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "passes/alias.h"
+#include "passes/diagnostic_codes.h"
+#include "passes/schema.h"
+
+namespace ferry {
+
+bool IsLowerableCall(const Node& node) {
+  if (node.kind != NodeKind::kCall) return false;
+  if (!node.schema_text.empty()) return false;  // custom op: no backend kernel
+  const OpInfo* info = LookupOp(node.target);
+  if (!info || info->metadata_only) return false;
+  if (node.target == kH2DCopyOp || node.target == kD2HCopyOp) return false;
+  return node.result == ResultKind::kTensor || node.result == ResultKind::kTuple;
+}
+
+namespace {
+
+constexpr int32_t kNoGroup = -1;
+
+bool IsProgramDataNode(const Node& node) {
+  return node.kind == NodeKind::kConstant ||
+         (node.kind == NodeKind::kInput && IsProgramData(node.input_kind));
+}
+
+// Group ids per node from tags, in order of first appearance.
+struct Groups {
+  std::vector<int32_t> of;  // per node
+  std::vector<std::string> tags;
+};
+
+Groups GroupsFromTags(const Method& method) {
+  Groups groups;
+  groups.of.assign(method.nodes.size(), kNoGroup);
+  absl::flat_hash_map<std::string, int32_t> ids;
+  for (size_t i = 0; i < method.nodes.size(); ++i) {
+    const std::string& tag = method.nodes[i].delegation_tag;
+    if (tag.empty()) continue;
+    auto [it, inserted] =
+        ids.emplace(tag, static_cast<int32_t>(groups.tags.size()));
+    if (inserted) groups.tags.push_back(tag);
+    groups.of[i] = it->second;
+  }
+  return groups;
+}
+
+// BY_TAG: tags only on lowerable calls, getitems and program data.
+void CheckTaggedNodes(Method& method, const StorageRoots& roots,
+                      const Groups& groups, Diagnostics& diagnostics) {
+  for (int32_t i = 0; i < static_cast<int32_t>(method.nodes.size()); ++i) {
+    Node& node = method.nodes[i];
+    if (node.delegation_tag.empty()) continue;
+    if (node.kind == NodeKind::kCall) {
+      if (!IsLowerableCall(node)) {
+        diagnostics.Error(
+            codes::kPartitionUnsupported,
+            absl::StrCat("operator '", node.target,
+                         "' cannot be lowered into a delegate (tag '",
+                         node.delegation_tag, "')"),
+            {node.name},
+            "leave metadata-only operators, copies and operators with a "
+            "custom schema untagged");
+        continue;
+      }
+      for (const ValueId& written : roots.WrittenBy(i)) {
+        ValueId root = roots.RootOf(written);
+        if (groups.of[root.node] != groups.of[i]) {
+          diagnostics.Error(
+              codes::kPartitionUnsupported,
+              absl::StrCat("in-place operator '", node.target, "' writes '",
+                           method.ValueName(written),
+                           "', which is defined outside partition '",
+                           node.delegation_tag, "'"),
+              {node.name, method.ValueName(written)},
+              "a delegate cannot write its inputs; leave the in-place "
+              "operator on the host");
+        }
+      }
+      continue;
+    }
+    if (node.kind == NodeKind::kGetItem || IsProgramDataNode(node)) continue;
+    node.delegation_tag.clear();  // inputs, outputs, delegates: never lowered
+  }
+}
+
+// BY_CAPABILITY: greedy in node order. A lowerable call joins the open
+// partition unless one of its operands is outside the partition and depends
+// on it (joining would close a cycle); then a new partition opens.
+void TagByCapability(Method& method) {
+  const size_t n = method.nodes.size();
+  const std::vector<std::vector<int32_t>> effects =
+      EffectDependencies(method, StorageRoots(method));
+  std::vector<int32_t> group(n, kNoGroup);
+  std::vector<int32_t> tainted_by(n, kNoGroup);  // outside g, depends on g
+  int32_t open = kNoGroup;
+  int32_t next = 0;
+  for (size_t i = 0; i < n; ++i) {
+    Node& node = method.nodes[i];
+    node.delegation_tag.clear();
+    bool lowerable = IsLowerableCall(node);
+    bool reads_tainted = false;
+    bool reads_open = false;
+    auto depend = [&](int32_t d) {
+      if (open != kNoGroup && tainted_by[d] == open) reads_tainted = true;
+      if (open != kNoGroup && group[d] == open) reads_open = true;
+    };
+    ForEachOperand(node, [&](const ValueId& v) { depend(v.node); });
+    for (int32_t d : effects[i]) depend(d);
+    if (node.kind == NodeKind::kGetItem && group[node.getitem_source] != kNoGroup &&
+        group[node.getitem_source] == open) {
+      group[i] = open;
+      continue;
+    }
+    if (lowerable) {
+      if (open == kNoGroup || reads_tainted) open = next++;
+      group[i] = open;
+      continue;
+    }
+    if (reads_open || reads_tainted) tainted_by[i] = open;
+  }
+  for (size_t i = 0; i < n; ++i)
+    if (group[i] != kNoGroup)
+      method.nodes[i].delegation_tag = absl::StrCat("partition_", group[i]);
+}
+
+// Tags getitems whose source is tagged, so tuple results stay whole.
+void AdoptGetItems(Method& method) {
+  for (Node& node : method.nodes) {
+    if (node.kind != NodeKind::kGetItem) continue;
+    const Node& source = method.nodes[node.getitem_source];
+    if (!source.delegation_tag.empty() && source.kind == NodeKind::kCall)
+      node.delegation_tag = source.delegation_tag;
+    else if (source.delegation_tag.empty())
+      node.delegation_tag.clear();
+  }
+}
+
+// Reports each group that a path leaves and re-enters.
+void CheckConvex(const Method& method, const Groups& groups,
+                 Diagnostics& diagnostics) {
+  const size_t n = method.nodes.size();
+  const std::vector<std::vector<int32_t>> effects =
+      EffectDependencies(method, StorageRoots(method));
+  // For each node outside group g that depends on g: g is in depends[node].
+  std::vector<std::vector<int32_t>> depends(n);
+  std::vector<char> reported(groups.tags.size(), 0);
+  for (size_t i = 0; i < n; ++i) {
+    const int32_t own = groups.of[i];
+    std::vector<int32_t> deps;
+    auto depend = [&](int32_t d) {
+      for (int32_t g : depends[d]) deps.push_back(g);
+      if (groups.of[d] != kNoGroup && groups.of[d] != own)
+        deps.push_back(groups.of[d]);
+    };
+    ForEachOperand(method.nodes[i], [&](const ValueId& v) { depend(v.node); });
+    for (int32_t d : effects[i]) depend(d);
+    std::sort(deps.begin(), deps.end());
+    deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+    if (own != kNoGroup &&
+        std::binary_search(deps.begin(), deps.end(), own) && !reported[own]) {
+      reported[own] = 1;
+      diagnostics.Error(
+          codes::kPartitionCycle,
+          absl::StrCat("partition '", groups.tags[own],
+                       "' is not convex: '", method.nodes[i].name,
+                       "' depends on the partition through nodes outside it"),
+          {method.nodes[i].name},
+          "tag the nodes on the path too, or split the partition");
+    }
+    deps.erase(std::remove(deps.begin(), deps.end(), own), deps.end());
+    depends[i] = std::move(deps);
+  }
+}
+
+// Program data goes into a partition only when every reader is in it.
+// `adopt_untagged`: BY_CAPABILITY takes in untagged program data too.
+void AdoptProgramData(Method& method, bool adopt_untagged) {
+  std::vector<std::vector<Use>> uses = BuildUses(method);
+  for (size_t i = 0; i < method.nodes.size(); ++i) {
+    Node& node = method.nodes[i];
+    if (!IsProgramDataNode(node)) continue;
+    if (!adopt_untagged && node.delegation_tag.empty()) continue;
+    std::string tag;
+    bool one_partition = !uses[i].empty();
+    for (const Use& use : uses[i]) {
+      const std::string& reader_tag = method.nodes[use.reader].delegation_tag;
+      if (reader_tag.empty() || (!tag.empty() && reader_tag != tag)) {
+        one_partition = false;
+        break;
+      }
+      tag = reader_tag;
+    }
+    if (one_partition && (adopt_untagged || tag == node.delegation_tag))
+      node.delegation_tag = tag;
+    else
+      node.delegation_tag.clear();
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<PassStats> Partition(Program& program,
+                                    const LowerOptions& options,
+                                    Diagnostics& diagnostics) {
+  PassStats stats;
+  int64_t partitions = 0;
+  for (Method& method : program.methods) {
+    diagnostics.SetMethod(method.name);
+    switch (options.partitioner) {
+      case LowerOptions::Partitioner::kNone:
+        for (Node& node : method.nodes) node.delegation_tag.clear();
+        continue;
+      case LowerOptions::Partitioner::kByCapability:
+        TagByCapability(method);
+        AdoptGetItems(method);
+        AdoptProgramData(method, /*adopt_untagged=*/true);
+        break;
+      case LowerOptions::Partitioner::kByTag: {
+        StorageRoots roots(method);
+        CheckTaggedNodes(method, roots, GroupsFromTags(method), diagnostics);
+        AdoptGetItems(method);
+        AdoptProgramData(method, /*adopt_untagged=*/false);
+        break;
+      }
+    }
+    Groups groups = GroupsFromTags(method);
+    CheckConvex(method, groups, diagnostics);
+    partitions += static_cast<int64_t>(groups.tags.size());
+  }
+  diagnostics.SetMethod("");
+  stats.Add("partitions", partitions);
+  return stats;
+}
+
+}  // namespace ferry

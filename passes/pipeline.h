@@ -1,0 +1,102 @@
+// The lowering pipeline: validate, normalize_layout, partition, lower,
+// place_and_copy, plan_memory, emit. One entry point for the `ferry` tool
+// and the service.
+#ifndef FERRY_PASSES_PIPELINE_H_
+#define FERRY_PASSES_PIPELINE_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "passes/diagnostics.h"
+#include "passes/ir.h"
+
+namespace ferry {
+namespace v1 {
+class LowerRequest;
+class LowerOptions;
+class Program;
+}  // namespace v1
+
+// Options of one lowering, resolved from ferry.v1.LowerOptions.
+struct LowerOptions {
+  struct MethodFlag {
+    bool default_value = false;
+    std::vector<std::pair<std::string, bool>> per_method;  // sorted by name
+    bool For(std::string_view method) const;
+  };
+  MethodFlag skip_h2d_for_method_inputs;
+  MethodFlag skip_d2h_for_method_outputs;
+  bool error_on_per_call_copies = false;
+  bool enable_non_cpu_memory_planning = true;
+  bool alloc_graph_input = true;
+  bool alloc_graph_output = true;
+  bool constant_staging_at_load = false;
+  enum class Partitioner { kByTag, kByCapability, kNone };
+  Partitioner partitioner = Partitioner::kByTag;
+  std::string partition_target = "cuda:0";
+  std::vector<std::pair<std::string, std::string>> tag_targets;  // sorted
+  std::string partition_backend;  // empty: by target
+};
+
+// Converts the wire options, reporting malformed ones (unknown partitioner
+// target device, per-method overrides for methods that do not exist, ...).
+LowerOptions ResolveOptions(const v1::LowerOptions& proto,
+                            const Program& program, Diagnostics& diagnostics);
+
+struct ArenaSummary {
+  std::string method;
+  Device device;
+  int64_t bytes = 0;
+  int64_t lower_bound_bytes = 0;
+};
+
+struct PassTiming {
+  std::string name;
+  int64_t micros = 0;
+};
+
+struct LowerStats {
+  int64_t h2d_copies = 0;  // per call
+  int64_t d2h_copies = 0;  // per call
+  int64_t load_time_copies = 0;
+  int64_t h2d_bytes_per_call = 0;
+  int64_t d2h_bytes_per_call = 0;
+  int64_t delegates = 0;
+  std::vector<std::pair<std::string, int64_t>> delegates_per_device;  // sorted
+  std::vector<ArenaSummary> arenas;
+  std::vector<PassTiming> passes;
+};
+
+// Called between passes; returning false stops the pipeline with CANCELLED
+// (the service uses it for deadlines and cancellation).
+using ContinueFn = std::function<bool()>;
+
+struct LowerResult {
+  // False when the program did not lower (errors in `diagnostics`).
+  bool ok = false;
+  Diagnostics diagnostics;
+  LowerStats stats;
+  Program program;  // the lowered program when ok
+};
+
+// Runs the whole pipeline on a request. A non-OK status means the pipeline
+// itself could not run (cancelled, internal error); problems with the program
+// are diagnostics in the result.
+absl::StatusOr<LowerResult> Lower(const v1::LowerRequest& request,
+                                  const ContinueFn& keep_going = {});
+
+// Counts the copies and delegates of an already lowered program.
+LowerStats CountStats(const Program& program);
+
+// The `--report=json` object: {"ok", "diagnostics", "stats"}.
+std::string ReportJson(const LowerResult& result);
+// The short human summary (delegates per device, copies per call and their
+// bytes, arena sizes), then the diagnostics in text form.
+std::string ReportText(const LowerResult& result, std::string_view file);
+
+}  // namespace ferry
+
+#endif  // FERRY_PASSES_PIPELINE_H_

@@ -1,0 +1,885 @@
+// Import and export between ferry.v1.Program and the in-memory IR.
+//
+// Import resolves every name to an index and reports structural problems as
+// diagnostics (codes E01xx, E0201, E0206). Export writes exactly the fields
+// import read, so export(import(p)) prints as p does.
+#include "passes/proto_io.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "ferry/v1/program.pb.h"
+#include "google/protobuf/io/tokenizer.h"
+#include "google/protobuf/text_format.h"
+#include "google/protobuf/util/json_util.h"
+#include "passes/diagnostic_codes.h"
+#include "passes/schema.h"
+
+namespace ferry {
+namespace {
+
+DType DTypeFromProto(int value) {
+  if (value >= static_cast<int>(DType::kF32) &&
+      value <= static_cast<int>(DType::kBool))
+    return static_cast<DType>(value);
+  return DType::kInvalid;
+}
+int DTypeToProto(DType dtype) { return static_cast<int>(dtype); }
+
+InputKind InputKindFromProto(int value) {
+  if (value >= 1 && value <= 5) return static_cast<InputKind>(value);
+  return InputKind::kInvalid;
+}
+
+ScalarType ScalarFromProto(int value) {
+  if (value >= 1 && value <= 3) return static_cast<ScalarType>(value);
+  return ScalarType::kInvalid;
+}
+
+// Converts one spec; `where` names the value for diagnostics.
+class SpecImporter {
+ public:
+  SpecImporter(Diagnostics& diagnostics) : diagnostics_(diagnostics) {}
+
+  TensorSpec Import(const v1::TensorSpec& p, const std::string& where) {
+    TensorSpec s;
+    s.dtype = DTypeFromProto(p.dtype());
+    if (s.dtype == DType::kInvalid)
+      diagnostics_.Error(codes::kBadDType,
+                         absl::StrCat("invalid dtype (", p.dtype(), ")"),
+                         {where}, "use one of F32, F16, BF16, F64, I8, U8, "
+                                  "I16, I32, I64, BOOL");
+    s.sizes.assign(p.sizes().begin(), p.sizes().end());
+    s.strides.assign(p.strides().begin(), p.strides().end());
+    s.storage_offset = p.storage_offset();
+    if (p.has_device()) {
+      s.device_present = true;
+      s.device = ImportDevice(p.device(), where);
+    }
+    if (p.has_memory()) {
+      s.memory.arena = p.memory().arena();
+      s.memory.offset = p.memory().offset();
+      s.memory.size = p.memory().size();
+      s.memory.planned = p.memory().planned();
+    }
+    return s;
+  }
+
+  Device ImportDevice(const v1::Device& p, const std::string& where) {
+    const std::string& type = p.type();
+    if (type.empty() || type == "cpu") {
+      if (p.index() != 0)
+        diagnostics_.Error(codes::kBadDevice,
+                           absl::StrCat("host device with index ", p.index()),
+                           {where}, "the host is always index 0");
+      return Device::Cpu();
+    }
+    if (type == "cuda") {
+      if (p.index() < 0)
+        diagnostics_.Error(
+            codes::kBadDevice,
+            absl::StrCat("negative device index ", p.index()), {where});
+      return Device::Cuda(p.index());
+    }
+    diagnostics_.Error(codes::kBadDevice,
+                       absl::StrCat("unknown device type '", type, "'"),
+                       {where}, "device types are 'cpu' and 'cuda' (lower case)");
+    return Device::Cpu();
+  }
+
+ private:
+  Diagnostics& diagnostics_;
+};
+
+void ExportSpec(const TensorSpec& s, v1::TensorSpec* p) {
+  p->set_dtype(static_cast<v1::DType>(DTypeToProto(s.dtype)));
+  for (int64_t v : s.sizes) p->add_sizes(v);
+  for (int64_t v : s.strides) p->add_strides(v);
+  p->set_storage_offset(s.storage_offset);
+  if (s.device_present) {
+    p->mutable_device()->set_type(s.device.is_host() ? "cpu" : "cuda");
+    p->mutable_device()->set_index(s.device.index);
+  }
+  if (s.memory != MemoryPlacement{}) {
+    v1::MemoryPlacement* m = p->mutable_memory();
+    m->set_arena(s.memory.arena);
+    m->set_offset(s.memory.offset);
+    m->set_size(s.memory.size);
+    m->set_planned(s.memory.planned);
+  }
+}
+
+// Imports one method (or a lowered module's graph).
+class MethodImporter {
+ public:
+  MethodImporter(const Program& program, Diagnostics& diagnostics)
+      : program_(program), diagnostics_(diagnostics), specs_(diagnostics) {}
+
+  Method Import(const v1::Method& p) {
+    Method m;
+    m.name = p.name();
+    index_.clear();
+    index_.reserve(p.nodes_size());
+    // Names first, so a reference to a later node is reported as a forward
+    // reference (a cycle or a wrong order) rather than as dangling.
+    for (int i = 0; i < p.nodes_size(); ++i) {
+      const std::string& name = p.nodes(i).name();
+      if (name.empty()) {
+        diagnostics_.Error(codes::kEmptyName,
+                           absl::StrCat("node #", i, " has no name"),
+                           {absl::StrCat("#", i)});
+        continue;
+      }
+      auto [it, inserted] = index_.emplace(name, i);
+      if (!inserted)
+        diagnostics_.Error(codes::kDuplicateName,
+                           absl::StrCat("duplicate node name '", name,
+                                        "' (first defined as node #",
+                                        it->second, ")"),
+                           {name});
+    }
+    m.nodes.resize(p.nodes_size());
+    for (int i = 0; i < p.nodes_size(); ++i) ImportNode(p.nodes(i), i, m);
+    for (const v1::Arena& a : p.arenas()) {
+      Arena arena;
+      arena.device = specs_.ImportDevice(a.device(),
+                                         absl::StrCat("arena of ", p.name()));
+      arena.size = a.size();
+      arena.lower_bound = a.lower_bound();
+      m.arenas.push_back(arena);
+    }
+    CheckOutput(m);
+    return m;
+  }
+
+ private:
+  // Resolves `name` read by node `reader` (at index `at`).
+  int32_t Resolve(const std::string& name, const std::string& reader,
+                  int32_t at) {
+    auto it = index_.find(name);
+    if (it == index_.end()) {
+      diagnostics_.Error(codes::kDanglingReference,
+                         absl::StrCat("reference to undefined value '", name,
+                                      "'"),
+                         {reader});
+      return -1;
+    }
+    if (it->second >= at) {
+      diagnostics_.Error(
+          codes::kForwardReference,
+          it->second == at
+              ? absl::StrCat("node reads its own result")
+              : absl::StrCat("reads '", name,
+                             "', which is defined later: nodes must be in "
+                             "topological order (is there a cycle?)"),
+          {reader, name});
+      return -1;
+    }
+    return it->second;
+  }
+
+  // Checks that `source` has a tuple result with an element `index`.
+  bool CheckElement(const Method& m, int32_t source, int32_t index,
+                    const std::string& reader) {
+    const Node& src = m.nodes[source];
+    if (src.result != ResultKind::kTuple) {
+      diagnostics_.Error(codes::kGetItemOfNonTuple,
+                         absl::StrCat("element ", index, " of '", src.name,
+                                      "', which is not a tuple"),
+                         {reader, src.name});
+      return false;
+    }
+    if (index < 0 || index >= static_cast<int32_t>(src.tuple.size())) {
+      diagnostics_.Error(codes::kTupleIndexOutOfRange,
+                         absl::StrCat("element ", index, " of '", src.name,
+                                      "', which has ", src.tuple.size(),
+                                      " elements"),
+                         {reader, src.name});
+      return false;
+    }
+    return true;
+  }
+
+  ValueId ResolveWhole(const Method& m, const std::string& name,
+                       const std::string& reader, int32_t at) {
+    int32_t n = Resolve(name, reader, at);
+    if (n < 0) return ValueId{};
+    if (m.nodes[n].result == ResultKind::kTuple) {
+      diagnostics_.Error(codes::kTupleUsedAsValue,
+                         absl::StrCat("'", name,
+                                      "' is a tuple; read one element with "
+                                      "a getitem or an element reference"),
+                         {reader, name});
+    } else if (m.nodes[n].result == ResultKind::kNone) {
+      diagnostics_.Error(codes::kTupleUsedAsValue,
+                         absl::StrCat("'", name, "' has no value"),
+                         {reader, name});
+    }
+    return ValueId{n, -1};
+  }
+
+  ValueId ResolveElement(const Method& m, const v1::ElementRef& e,
+                         const std::string& reader, int32_t at) {
+    int32_t n = Resolve(e.node(), reader, at);
+    if (n < 0) return ValueId{};
+    CheckElement(m, n, e.index(), reader);
+    return ValueId{n, e.index()};
+  }
+
+  ValueId ResolveRef(const Method& m, const v1::ValueRef& r,
+                     const std::string& reader, int32_t at) {
+    if (r.has_element()) return ResolveElement(m, r.element(), reader, at);
+    return ResolveWhole(m, r.node(), reader, at);
+  }
+
+  Argument ImportArgument(const Method& m, const v1::Argument& p,
+                          const std::string& reader, int32_t at) {
+    Argument a;
+    a.name = p.name();
+    switch (p.kind_case()) {
+      case v1::Argument::kValue:
+        a.kind = ArgKind::kValue;
+        a.value = ResolveWhole(m, p.value(), reader, at);
+        break;
+      case v1::Argument::kElement:
+        a.kind = ArgKind::kValue;
+        a.value = ResolveElement(m, p.element(), reader, at);
+        break;
+      case v1::Argument::kValues:
+        a.kind = ArgKind::kValueList;
+        for (const v1::ValueRef& r : p.values().values())
+          a.values.push_back(ResolveRef(m, r, reader, at));
+        break;
+      case v1::Argument::kIntValue:
+        a.kind = ArgKind::kInt;
+        a.int_value = p.int_value();
+        break;
+      case v1::Argument::kFloatValue:
+        a.kind = ArgKind::kFloat;
+        a.float_value = p.float_value();
+        break;
+      case v1::Argument::kBoolValue:
+        a.kind = ArgKind::kBool;
+        a.bool_value = p.bool_value();
+        break;
+      case v1::Argument::kInts:
+        a.kind = ArgKind::kInts;
+        a.ints.assign(p.ints().values().begin(), p.ints().values().end());
+        break;
+      case v1::Argument::kDtype:
+        a.kind = ArgKind::kDType;
+        a.dtype = DTypeFromProto(p.dtype());
+        if (a.dtype == DType::kInvalid)
+          diagnostics_.Error(codes::kBadDType,
+                             absl::StrCat("invalid dtype argument (", p.dtype(),
+                                          ")"),
+                             {reader});
+        break;
+      case v1::Argument::kNone:
+      case v1::Argument::KIND_NOT_SET:
+        a.kind = ArgKind::kNone;
+        break;
+      case v1::Argument::kStringValue:
+        a.kind = ArgKind::kString;
+        a.string_value = p.string_value();
+        break;
+    }
+    return a;
+  }
+
+  void ImportNode(const v1::Node& p, int32_t i, Method& m) {
+    Node& n = m.nodes[i];
+    n.name = p.name().empty() ? absl::StrCat("#", i) : p.name();
+    const std::string& name = n.name;
+    n.delegation_tag = p.delegation_tag();
+    if (p.has_source()) {
+      n.source.present = true;
+      n.source.file = p.source().file();
+      n.source.line = p.source().line();
+      n.source.name = p.source().name();
+    }
+    switch (p.result_case()) {
+      case v1::Node::kTensor:
+        n.result = ResultKind::kTensor;
+        n.tensor = specs_.Import(p.tensor(), name);
+        break;
+      case v1::Node::kTuple:
+        n.result = ResultKind::kTuple;
+        for (int e = 0; e < p.tuple().elements_size(); ++e)
+          n.tuple.push_back(
+              specs_.Import(p.tuple().elements(e), absl::StrCat(name, "[", e, "]")));
+        break;
+      case v1::Node::kScalar:
+        n.result = ResultKind::kScalar;
+        n.scalar = ScalarFromProto(p.scalar());
+        if (n.scalar == ScalarType::kInvalid)
+          diagnostics_.Error(codes::kBadResult, "invalid scalar result type",
+                             {name});
+        break;
+      case v1::Node::RESULT_NOT_SET:
+        n.result = ResultKind::kNone;
+        break;
+    }
+    switch (p.kind_case()) {
+      case v1::Node::kInput: {
+        n.kind = NodeKind::kInput;
+        n.input_kind = InputKindFromProto(p.input().kind());
+        n.target = p.input().target();
+        if (n.input_kind == InputKind::kInvalid) {
+          diagnostics_.Error(codes::kBadInputKind,
+                             "input without a valid kind", {name},
+                             "set input.kind to USER_INPUT, PARAMETER, "
+                             "BUFFER, MUTABLE_BUFFER or LIFTED_CONSTANT");
+        } else if (n.input_kind != InputKind::kUserInput &&
+                   !program_.FindConstant(n.target)) {
+          diagnostics_.Error(codes::kMissingConstant,
+                             absl::StrCat(std::string(InputKindName(n.input_kind)), " '",
+                                          name, "' names constant '", n.target,
+                                          "', which is not in the program"),
+                             {name});
+        }
+        RequireTensorResult(n);
+        break;
+      }
+      case v1::Node::kConstant:
+        n.kind = NodeKind::kConstant;
+        n.target = p.constant().name();
+        if (!program_.FindConstant(n.target))
+          diagnostics_.Error(codes::kMissingConstant,
+                             absl::StrCat("constant '", n.target,
+                                          "' is not in the program"),
+                             {name});
+        RequireTensorResult(n);
+        break;
+      case v1::Node::kCall: {
+        n.kind = NodeKind::kCall;
+        n.target = p.call().op();
+        n.schema_text = p.call().schema();
+        n.at_load = p.call().at_load();
+        for (const v1::Argument& a : p.call().args())
+          n.args.push_back(ImportArgument(m, a, name, i));
+        ResolveSchema(n);
+        break;
+      }
+      case v1::Node::kDelegate:
+        n.kind = NodeKind::kDelegate;
+        n.target = p.delegate().module();
+        for (const v1::Argument& a : p.delegate().args())
+          n.args.push_back(ImportArgument(m, a, name, i));
+        if (!program_.FindModule(n.target))
+          diagnostics_.Error(codes::kMissingModule,
+                             absl::StrCat("delegate calls lowered module '",
+                                          n.target,
+                                          "', which is not in the program"),
+                             {name});
+        if (n.result != ResultKind::kTensor && n.result != ResultKind::kTuple)
+          diagnostics_.Error(codes::kBadResult,
+                             "delegate without a tensor or tuple result",
+                             {name});
+        break;
+      case v1::Node::kGetitem: {
+        n.kind = NodeKind::kGetItem;
+        n.getitem_index = p.getitem().index();
+        int32_t src = Resolve(p.getitem().source(), name, i);
+        n.getitem_source = src;
+        if (src >= 0) CheckElement(m, src, n.getitem_index, name);
+        RequireTensorResult(n);
+        break;
+      }
+      case v1::Node::kOutput:
+        n.kind = NodeKind::kOutput;
+        for (const v1::Argument& a : p.output().values())
+          n.args.push_back(ImportArgument(m, a, name, i));
+        if (n.result != ResultKind::kNone)
+          diagnostics_.Error(codes::kBadResult, "output node with a result",
+                             {name});
+        break;
+      case v1::Node::KIND_NOT_SET:
+        n.kind = NodeKind::kCall;
+        diagnostics_.Error(codes::kMissingNodeKind,
+                           "node has no kind (input, constant, call, "
+                           "delegate, getitem or output)",
+                           {name});
+        break;
+    }
+  }
+
+  void RequireTensorResult(const Node& n) {
+    if (n.result != ResultKind::kTensor)
+      diagnostics_.Error(codes::kBadResult,
+                         absl::StrCat(std::string(NodeKindName(n.kind)),
+                                      " node needs a tensor result"),
+                         {n.name});
+  }
+
+  void ResolveSchema(Node& n) {
+    if (!n.schema_text.empty()) {
+      absl::StatusOr<OpSchema> parsed = ParseSchema(n.schema_text);
+      if (!parsed.ok()) {
+        diagnostics_.Error(codes::kBadSchema,
+                           absl::StrCat("schema of '", n.target,
+                                        "' does not parse: ",
+                                        parsed.status().message()),
+                           {n.name});
+        return;
+      }
+      if (parsed->QualifiedName() != n.target &&
+          !absl::StartsWith(n.target, parsed->QualifiedName() + ".") &&
+          !(parsed->overload.empty() &&
+            n.target == parsed->QualifiedName() + ".default")) {
+        diagnostics_.Error(codes::kBadSchema,
+                           absl::StrCat("schema names '",
+                                        parsed->QualifiedName(),
+                                        "' but the node calls '", n.target,
+                                        "'"),
+                           {n.name});
+        return;
+      }
+      n.schema = std::make_shared<const OpSchema>(*std::move(parsed));
+      return;
+    }
+    if (const OpInfo* info = LookupOp(n.target)) {
+      n.schema = info->schema;
+      return;
+    }
+    diagnostics_.Error(codes::kUnknownOperator,
+                       absl::StrCat("unknown operator '", n.target, "'"),
+                       {n.name},
+                       "give the node its ATen schema in call.schema, or use "
+                       "a registered operator (see docs/format.md)");
+  }
+
+  void CheckOutput(const Method& m) {
+    int32_t outputs = 0;
+    for (int32_t i = 0; i < static_cast<int32_t>(m.nodes.size()); ++i) {
+      if (m.nodes[i].kind != NodeKind::kOutput) continue;
+      ++outputs;
+      if (i != static_cast<int32_t>(m.nodes.size()) - 1)
+        diagnostics_.Error(codes::kOutputNotLast,
+                           "output node is not the last node", {m.nodes[i].name},
+                           "move the output node to the end of the method");
+    }
+    if (outputs == 0)
+      diagnostics_.Error(codes::kMissingOutput,
+                         absl::StrCat("method '", m.name,
+                                      "' has no output node"),
+                         {}, "add an output node as the last node");
+  }
+
+  const Program& program_;
+  Diagnostics& diagnostics_;
+  SpecImporter specs_;
+  absl::flat_hash_map<std::string, int32_t> index_;
+};
+
+void ExportArgument(const Method& m, const Argument& a, v1::Argument* p) {
+  if (!a.name.empty()) p->set_name(a.name);
+  auto ref = [&](const ValueId& v, v1::ValueRef* r) {
+    if (v.element >= 0) {
+      r->mutable_element()->set_node(m.nodes[v.node].name);
+      r->mutable_element()->set_index(v.element);
+    } else {
+      r->set_node(m.nodes[v.node].name);
+    }
+  };
+  switch (a.kind) {
+    case ArgKind::kValue:
+      if (a.value.element >= 0) {
+        p->mutable_element()->set_node(m.nodes[a.value.node].name);
+        p->mutable_element()->set_index(a.value.element);
+      } else {
+        p->set_value(m.nodes[a.value.node].name);
+      }
+      break;
+    case ArgKind::kValueList: {
+      v1::ValueList* list = p->mutable_values();
+      for (const ValueId& v : a.values) ref(v, list->add_values());
+      break;
+    }
+    case ArgKind::kInt:
+      p->set_int_value(a.int_value);
+      break;
+    case ArgKind::kFloat:
+      p->set_float_value(a.float_value);
+      break;
+    case ArgKind::kBool:
+      p->set_bool_value(a.bool_value);
+      break;
+    case ArgKind::kInts:
+      for (int64_t v : a.ints) p->mutable_ints()->add_values(v);
+      if (a.ints.empty()) p->mutable_ints();
+      break;
+    case ArgKind::kDType:
+      p->set_dtype(static_cast<v1::DType>(DTypeToProto(a.dtype)));
+      break;
+    case ArgKind::kNone:
+      p->mutable_none();
+      break;
+    case ArgKind::kString:
+      p->set_string_value(a.string_value);
+      break;
+  }
+}
+
+void ExportMethod(const Method& m, v1::Method* p) {
+  p->set_name(m.name);
+  p->mutable_nodes()->Reserve(static_cast<int>(m.nodes.size()));
+  for (const Node& n : m.nodes) {
+    v1::Node* pn = p->add_nodes();
+    pn->set_name(n.name);
+    switch (n.kind) {
+      case NodeKind::kInput:
+        pn->mutable_input()->set_kind(
+            static_cast<v1::InputKind>(static_cast<int>(n.input_kind)));
+        pn->mutable_input()->set_target(n.target);
+        break;
+      case NodeKind::kConstant:
+        pn->mutable_constant()->set_name(n.target);
+        break;
+      case NodeKind::kCall: {
+        v1::CallNode* c = pn->mutable_call();
+        c->set_op(n.target);
+        for (const Argument& a : n.args) ExportArgument(m, a, c->add_args());
+        c->set_schema(n.schema_text);
+        c->set_at_load(n.at_load);
+        break;
+      }
+      case NodeKind::kDelegate: {
+        v1::DelegateNode* d = pn->mutable_delegate();
+        d->set_module(n.target);
+        for (const Argument& a : n.args) ExportArgument(m, a, d->add_args());
+        break;
+      }
+      case NodeKind::kGetItem:
+        pn->mutable_getitem()->set_source(m.nodes[n.getitem_source].name);
+        pn->mutable_getitem()->set_index(n.getitem_index);
+        break;
+      case NodeKind::kOutput: {
+        v1::OutputNode* o = pn->mutable_output();
+        for (const Argument& a : n.args) ExportArgument(m, a, o->add_values());
+        break;
+      }
+    }
+    switch (n.result) {
+      case ResultKind::kTensor:
+        ExportSpec(n.tensor, pn->mutable_tensor());
+        break;
+      case ResultKind::kTuple: {
+        v1::TupleSpec* t = pn->mutable_tuple();
+        for (const TensorSpec& s : n.tuple) ExportSpec(s, t->add_elements());
+        break;
+      }
+      case ResultKind::kScalar:
+        pn->set_scalar(static_cast<v1::ScalarType>(static_cast<int>(n.scalar)));
+        break;
+      case ResultKind::kNone:
+        break;
+    }
+    pn->set_delegation_tag(n.delegation_tag);
+    if (n.source.present) {
+      pn->mutable_source()->set_file(n.source.file);
+      pn->mutable_source()->set_line(n.source.line);
+      pn->mutable_source()->set_name(n.source.name);
+    }
+  }
+  for (const Arena& a : m.arenas) {
+    v1::Arena* pa = p->add_arenas();
+    pa->mutable_device()->set_type(a.device.is_host() ? "cpu" : "cuda");
+    pa->mutable_device()->set_index(a.device.index);
+    pa->set_size(a.size);
+    pa->set_lower_bound(a.lower_bound);
+  }
+}
+
+// Collects protobuf parser errors into one message.
+class CollectingErrors : public google::protobuf::io::ErrorCollector {
+ public:
+  void AddError(int line, int column, const std::string& message) override {
+    if (!text.empty()) text += "; ";
+    absl::StrAppend(&text, "line ", line + 1, ":", column + 1, ": ", message);
+  }
+  void AddWarning(int, int, const std::string&) override {}
+  std::string text;
+};
+
+bool IsBlank(std::string_view bytes) {
+  for (char c : bytes)
+    if (!absl::ascii_isspace(static_cast<unsigned char>(c))) return false;
+  return true;
+}
+
+absl::Status ParseText(std::string_view bytes, google::protobuf::Message* msg,
+                       std::string* error) {
+  google::protobuf::TextFormat::Parser parser;
+  CollectingErrors errors;
+  parser.RecordErrorsTo(&errors);
+  google::protobuf::io::ArrayInputStream input(
+      bytes.data(), static_cast<int>(bytes.size()));
+  if (parser.Parse(&input, msg)) return absl::OkStatus();
+  *error = errors.text;
+  return absl::InvalidArgumentError(errors.text);
+}
+
+// A binary LowerRequest and a binary Program share field numbers, so pick the
+// reading that yields a plausible program: named methods with nodes.
+bool PlausibleProgram(const v1::Program& p) {
+  if (p.methods_size() == 0) return false;
+  for (const v1::Method& m : p.methods())
+    if (m.name().empty() || m.nodes_size() == 0) return false;
+  return p.GetReflection()->GetUnknownFields(p).empty();
+}
+
+}  // namespace
+
+Program ImportProgram(const v1::Program& proto, Diagnostics& diagnostics) {
+  Program program;
+  SpecImporter specs(diagnostics);
+  absl::flat_hash_map<std::string, int> seen;
+  for (const v1::Constant& c : proto.constants()) {
+    Constant constant;
+    constant.name = c.name();
+    if (c.name().empty())
+      diagnostics.Error(codes::kEmptyName, "constant without a name", {});
+    else if (!seen.emplace("c:" + c.name(), 0).second)
+      diagnostics.Error(codes::kDuplicateName,
+                        absl::StrCat("duplicate constant '", c.name(), "'"),
+                        {c.name()});
+    constant.spec = specs.Import(c.spec(), c.name());
+    if (c.has_data()) constant.data = c.data();
+    constant.seed = c.seed();
+    program.constants.push_back(std::move(constant));
+  }
+  // Modules before methods: delegates refer to them. A module's graph may
+  // refer to constants.
+  for (const v1::LoweredModule& mod : proto.modules()) {
+    LoweredModule m;
+    m.id = mod.id();
+    if (mod.id().empty())
+      diagnostics.Error(codes::kEmptyName, "lowered module without an id", {});
+    else if (!seen.emplace("m:" + mod.id(), 0).second)
+      diagnostics.Error(codes::kDuplicateModule,
+                        absl::StrCat("duplicate lowered module '", mod.id(),
+                                     "'"),
+                        {mod.id()});
+    m.backend = mod.backend();
+    for (const v1::CompileSpec& cs : mod.compile_specs())
+      m.compile_specs.push_back(CompileSpec{cs.key(), cs.value()});
+    for (int i = 0; i < mod.input_layouts_size(); ++i)
+      m.input_layouts.push_back(specs.Import(
+          mod.input_layouts(i), absl::StrCat(mod.id(), ".input_layouts[", i, "]")));
+    m.returns_tuple = mod.returns_tuple();
+    program.modules.push_back(std::move(m));
+  }
+  for (int i = 0; i < proto.modules_size(); ++i) {
+    Diagnostics module_diagnostics;
+    module_diagnostics.SetMethod("module:" + proto.modules(i).id());
+    MethodImporter importer(program, module_diagnostics);
+    Method graph = importer.Import(proto.modules(i).graph());
+    program.modules[i].graph = std::move(graph);
+    diagnostics.Append(module_diagnostics);
+  }
+  if (proto.methods_size() == 0)
+    diagnostics.Error(codes::kNoMethods, "program has no methods", {});
+  for (const v1::Method& pm : proto.methods()) {
+    if (pm.name().empty())
+      diagnostics.Error(codes::kEmptyName, "method without a name", {});
+    else if (!seen.emplace("f:" + pm.name(), 0).second)
+      diagnostics.Error(codes::kDuplicateName,
+                        absl::StrCat("duplicate method '", pm.name(), "'"),
+                        {pm.name()});
+    Diagnostics method_diagnostics;
+    method_diagnostics.SetMethod(pm.name());
+    MethodImporter importer(program, method_diagnostics);
+    program.methods.push_back(importer.Import(pm));
+    diagnostics.Append(method_diagnostics);
+  }
+  return program;
+}
+
+void ExportProgram(const Program& program, v1::Program* proto) {
+  proto->Clear();
+  for (const Method& m : program.methods) ExportMethod(m, proto->add_methods());
+  for (const Constant& c : program.constants) {
+    v1::Constant* pc = proto->add_constants();
+    pc->set_name(c.name);
+    ExportSpec(c.spec, pc->mutable_spec());
+    if (c.data) pc->set_data(*c.data);
+    pc->set_seed(c.seed);
+  }
+  for (const LoweredModule& m : program.modules) {
+    v1::LoweredModule* pm = proto->add_modules();
+    pm->set_id(m.id);
+    pm->set_backend(m.backend);
+    for (const CompileSpec& cs : m.compile_specs) {
+      v1::CompileSpec* p = pm->add_compile_specs();
+      p->set_key(cs.key);
+      p->set_value(cs.value);
+    }
+    ExportMethod(m.graph, pm->mutable_graph());
+    for (const TensorSpec& s : m.input_layouts)
+      ExportSpec(s, pm->add_input_layouts());
+    pm->set_returns_tuple(m.returns_tuple);
+  }
+}
+
+FileFormat FormatFromPath(std::string_view path_view) {
+  const std::string path(path_view);
+  if (absl::EndsWith(path, ".textproto") || absl::EndsWith(path, ".txtpb") ||
+      absl::EndsWith(path, ".pbtxt"))
+    return FileFormat::kText;
+  if (absl::EndsWith(path, ".binpb") || absl::EndsWith(path, ".pb"))
+    return FileFormat::kBinary;
+  if (absl::EndsWith(path, ".json")) return FileFormat::kJson;
+  return FileFormat::kUnknown;
+}
+
+FileFormat ParseFormatName(std::string_view name) {
+  if (name == "text" || name == "textproto" || name == "txtpb")
+    return FileFormat::kText;
+  if (name == "binary" || name == "binpb" || name == "pb")
+    return FileFormat::kBinary;
+  if (name == "json") return FileFormat::kJson;
+  return FileFormat::kUnknown;
+}
+
+absl::Status ParseRequest(std::string_view bytes, FileFormat format,
+                          std::string_view what, v1::LowerRequest* request,
+                          bool* was_bare_program) {
+  request->Clear();
+  *was_bare_program = false;
+  if (format == FileFormat::kUnknown)
+    return absl::InvalidArgumentError(absl::StrCat(
+        std::string(what), ": unknown file format (use .textproto, .txtpb, .pb, .binpb or "
+              ".json, or --format)"));
+  if (bytes.empty() || (format != FileFormat::kBinary && IsBlank(bytes)))
+    return absl::InvalidArgumentError(
+        absl::StrCat(std::string(what), ": empty input"));
+  switch (format) {
+    case FileFormat::kText: {
+      std::string error;
+      if (ParseText(bytes, request, &error).ok()) {
+        if (request->has_program() || request->has_options())
+          return absl::OkStatus();
+      }
+      request->Clear();
+      v1::Program program;
+      std::string program_error;
+      if (ParseText(bytes, &program, &program_error).ok()) {
+        *request->mutable_program() = std::move(program);
+        *was_bare_program = true;
+        return absl::OkStatus();
+      }
+      // Report the error of the reading that got further.
+      return absl::InvalidArgumentError(absl::StrCat(
+          std::string(what), ": not a LowerRequest or Program in text form: ",
+          absl::StrContains(error, "program") || error.empty() ? program_error
+                                                               : error));
+    }
+    case FileFormat::kBinary: {
+      v1::LowerRequest as_request;
+      bool request_ok =
+          as_request.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()));
+      if (request_ok &&
+          as_request.GetReflection()->GetUnknownFields(as_request).empty() &&
+          PlausibleProgram(as_request.program())) {
+        *request = std::move(as_request);
+        return absl::OkStatus();
+      }
+      v1::Program program;
+      if (program.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+        *request->mutable_program() = std::move(program);
+        *was_bare_program = true;
+        return absl::OkStatus();
+      }
+      if (request_ok) {
+        *request = std::move(as_request);
+        return absl::OkStatus();
+      }
+      return absl::InvalidArgumentError(absl::StrCat(
+          std::string(what), ": not a LowerRequest or Program in binary protobuf form "
+                "(truncated or corrupt?)"));
+    }
+    case FileFormat::kJson: {
+      google::protobuf::util::JsonParseOptions options;
+      std::string json(bytes);
+      auto st = google::protobuf::util::JsonStringToMessage(json, request,
+                                                            options);
+      if (st.ok() && (request->has_program() || request->has_options()))
+        return absl::OkStatus();
+      request->Clear();
+      v1::Program program;
+      auto program_st =
+          google::protobuf::util::JsonStringToMessage(json, &program, options);
+      if (program_st.ok()) {
+        *request->mutable_program() = std::move(program);
+        *was_bare_program = true;
+        return absl::OkStatus();
+      }
+      return absl::InvalidArgumentError(
+          absl::StrCat(std::string(what), ": not a LowerRequest or Program in JSON form: ",
+                       std::string(st.message())));
+    }
+    case FileFormat::kUnknown:
+      break;
+  }
+  return absl::InvalidArgumentError("unknown format");
+}
+
+absl::Status ReadRequestFile(std::string_view path, FileFormat format,
+                             v1::LowerRequest* request,
+                             bool* was_bare_program) {
+  std::ifstream in{std::string(path), std::ios::binary};
+  if (!in)
+    return absl::NotFoundError(absl::StrCat(std::string(path), ": cannot open file"));
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  if (in.bad())
+    return absl::InvalidArgumentError(absl::StrCat(std::string(path), ": read error"));
+  if (format == FileFormat::kUnknown) format = FormatFromPath(path);
+  return ParseRequest(buffer.str(), format, path, request, was_bare_program);
+}
+
+std::string ToText(const v1::Program& program) {
+  std::string out;
+  google::protobuf::TextFormat::PrintToString(program, &out);
+  return out;
+}
+
+std::string ToText(const v1::LowerRequest& request) {
+  std::string out;
+  google::protobuf::TextFormat::PrintToString(request, &out);
+  return out;
+}
+
+std::string SerializeProgram(const v1::Program& program, FileFormat format) {
+  switch (format) {
+    case FileFormat::kBinary: {
+      std::string out;
+      {
+        google::protobuf::io::StringOutputStream stream(&out);
+        google::protobuf::io::CodedOutputStream coded(&stream);
+        coded.SetSerializationDeterministic(true);
+        program.SerializeToCodedStream(&coded);
+      }
+      return out;
+    }
+    case FileFormat::kJson: {
+      std::string out;
+      google::protobuf::util::JsonPrintOptions options;
+      options.add_whitespace = true;
+      options.preserve_proto_field_names = true;
+      (void)google::protobuf::util::MessageToJsonString(program, &out, options);
+      return out;
+    }
+    case FileFormat::kText:
+    case FileFormat::kUnknown:
+      break;
+  }
+  return ToText(program);
+}
+
+}  // namespace ferry

@@ -1,0 +1,56 @@
+// Import from and export to the wire form (ferry.v1.Program), and reading
+// and writing files in text, binary and JSON form.
+#ifndef FERRY_PASSES_PROTO_IO_H_
+#define FERRY_PASSES_PROTO_IO_H_
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "passes/diagnostics.h"
+#include "passes/ir.h"
+
+namespace ferry {
+namespace v1 {
+class Program;
+class LowerRequest;
+}  // namespace v1
+
+// Resolves names to node indices and schemas. Every structural problem
+// (dangling or forward references, duplicate names, unknown enum values, a
+// getitem of a non-tuple, an unknown operator without a schema, a schema that
+// does not parse, ...) is a diagnostic; the result is usable (for
+// export/validation) only when no error was added.
+Program ImportProgram(const v1::Program& proto, Diagnostics& diagnostics);
+
+// The exact inverse of ImportProgram for a program that imported cleanly.
+void ExportProgram(const Program& program, v1::Program* proto);
+
+enum class FileFormat { kUnknown, kText, kBinary, kJson };
+// By extension: .textproto/.txtpb/.pbtxt -> text, .pb/.binpb -> binary,
+// .json -> json.
+FileFormat FormatFromPath(std::string_view path);
+// "text", "binary"/"binpb"/"pb", "json".
+FileFormat ParseFormatName(std::string_view name);
+
+// Reads `path` as a LowerRequest or a Program in `format` (kUnknown: from the
+// extension). A bare Program is wrapped into a request with default options.
+// InvalidArgument (with the parser's message) for unreadable, truncated,
+// garbage or empty input; NotFound for a missing file.
+absl::Status ReadRequestFile(std::string_view path, FileFormat format,
+                             v1::LowerRequest* request,
+                             bool* was_bare_program);
+// Parses bytes already in memory, as ReadRequestFile does.
+absl::Status ParseRequest(std::string_view bytes, FileFormat format,
+                          std::string_view what, v1::LowerRequest* request,
+                          bool* was_bare_program);
+
+// Canonical text form (TextFormat, fields in number order).
+std::string ToText(const v1::Program& program);
+std::string ToText(const v1::LowerRequest& request);
+// Serializes `program` in `format`; deterministic.
+std::string SerializeProgram(const v1::Program& program, FileFormat format);
+
+}  // namespace ferry
+
+#endif  // FERRY_PASSES_PROTO_IO_H_

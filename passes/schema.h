@@ -1,0 +1,118 @@
+// ATen function schemas and the operator registry.
+//
+// The registry is the only place that knows which operator writes which
+// argument, which result aliases which argument, and which operators read
+// metadata only. Everything comes from the schema text (alias annotations
+// such as `Tensor(a!)`) plus a small table of per-operator facts (the shape
+// rule, metadata-only); nothing is guessed from an operator's name.
+#ifndef FERRY_PASSES_SCHEMA_H_
+#define FERRY_PASSES_SCHEMA_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace ferry {
+
+enum class SchemaTypeKind {
+  kTensor,
+  kInt,         // int, SymInt
+  kFloat,
+  kBool,
+  kScalar,      // number: int, float or bool
+  kIntList,     // int[], SymInt[], int[N]
+  kFloatList,
+  kBoolList,
+  kTensorList,  // Tensor[], Tensor?[]
+  kScalarType,  // dtype
+  kLayout,
+  kDevice,
+  kMemoryFormat,
+  kString,
+  kAny,         // anything else ATen allows (Generator, ...)
+};
+
+struct SchemaType {
+  SchemaTypeKind kind = SchemaTypeKind::kTensor;
+  bool optional = false;  // `T?`
+  int fixed_size = -1;    // int[2] -> 2
+};
+
+// `Tensor(a!)`: alias set "a", written. `Tensor(a)`: alias set "a", a view.
+struct AliasInfo {
+  std::string set;
+  bool is_write = false;
+};
+
+struct SchemaArgument {
+  std::string name;  // may be empty for returns
+  SchemaType type;
+  std::optional<AliasInfo> alias;
+  std::optional<std::string> default_value;  // the default's text
+  bool kwarg_only = false;                    // after `*`
+};
+
+struct OpSchema {
+  std::string ns;        // "aten"
+  std::string name;      // "add"
+  std::string overload;  // "Tensor"; empty for the default overload
+  std::vector<SchemaArgument> arguments;
+  std::vector<SchemaArgument> returns;
+  bool returns_tuple = false;  // "-> (Tensor, Tensor)"
+
+  // "aten::add.Tensor"
+  std::string QualifiedName() const;
+  // Indices of arguments written in place (alias annotation with `!`).
+  std::vector<int> WrittenArguments() const;
+  // The argument index result `result` aliases (a view or the written
+  // argument itself), or nullopt for a fresh result.
+  std::optional<int> AliasedArgument(int result) const;
+  // Index of the argument called `name`, or -1.
+  int ArgumentIndex(std::string_view name) const;
+};
+
+// Parses ATen function-schema notation, e.g.
+//   aten::transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)
+// Errors are InvalidArgument with the position and what was expected.
+absl::StatusOr<OpSchema> ParseSchema(std::string_view text);
+
+// How a registered operator's result shape follows from its arguments; used
+// by validation and by shape inference. kNone: not checked.
+enum class ShapeRule {
+  kNone,
+  kElementwise,  // broadcast of tensor arguments (and scalars)
+  kSameAsSelf,   // result has self's sizes (in-place ops, clone, softmax, ...)
+  kMatmul,       // mm, bmm, addmm, linear
+  kView,         // a view of self (view, transpose, permute, ...)
+  kReduction,    // sum.dim_IntList, mean.dim, amax
+  kCat,
+  kLayerNorm,
+  kCopy,         // view_copy, permute_copy, ...: like kView, fresh storage
+  kMetadata,     // sym_size.int, ...: scalar result
+};
+
+struct OpInfo {
+  std::shared_ptr<const OpSchema> schema;
+  ShapeRule shape_rule = ShapeRule::kNone;
+  // Reads only sizes/strides of its tensor arguments (never the data), so a
+  // reader on any device needs no copy.
+  bool metadata_only = false;
+};
+
+// The built-in registry. Lookup accepts "ns::name.overload" and, for the
+// default overload, "ns::name" or "ns::name.default". Null when unknown.
+const OpInfo* LookupOp(std::string_view qualified_name);
+// Every registered operator, in a stable order (for tests and docs).
+std::vector<std::string> RegisteredOps();
+
+// The copy operators' names.
+inline constexpr std::string_view kH2DCopyOp = "et_copy::_h2d_copy";
+inline constexpr std::string_view kD2HCopyOp = "et_copy::_d2h_copy";
+
+}  // namespace ferry
+
+#endif  // FERRY_PASSES_SCHEMA_H_

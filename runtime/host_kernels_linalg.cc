@@ -1,0 +1,327 @@
+// Host kernels for matrix products (mm, addmm, bmm, linear) and convolution.
+//
+// Every matrix product reduces to one primitive, Gemm:
+//
+//   C[M,N] = alpha * A[M,K] @ B[K,N] + beta * C
+//
+// on 2-D views with arbitrary strides. For f32 and f64 it calls OpenBLAS
+// (cblas_sgemm / cblas_dgemm, row-major): a view is BLAS-compatible when one
+// of its strides is 1 and the other at least the row length, read as
+// "no transpose" or "transpose"; an incompatible operand (broadcast, gapped
+// both ways) is first copied to a dense temporary, and an incompatible C is
+// computed in a temporary and copied out. Other dtypes (f16, bf16 and the
+// integers) accumulate in double / int64 and round once per element.
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "runtime/host_kernels_internal.h"
+
+namespace ferry::host {
+namespace {
+
+// How BLAS can read a 2-D view: transposed or not, with leading dimension ld.
+struct BlasOperand {
+  bool ok = false;
+  CBLAS_TRANSPOSE trans = CblasNoTrans;
+  int64_t ld = 0;
+};
+
+BlasOperand AsBlasOperand(const TensorView& t) {
+  const int64_t rows = t.sizes[0], cols = t.sizes[1];
+  // Strides of size-1 dims do not matter; pick the ones BLAS likes.
+  const int64_t row_stride = rows == 1 ? std::max<int64_t>(cols, 1) : t.strides[0];
+  const int64_t col_stride = cols == 1 ? 1 : t.strides[1];
+  if (col_stride == 1 && row_stride >= std::max<int64_t>(cols, 1))
+    return {true, CblasNoTrans, row_stride};
+  const int64_t col_stride_t = cols == 1 ? std::max<int64_t>(rows, 1) : t.strides[1];
+  const int64_t row_stride_t = rows == 1 ? 1 : t.strides[0];
+  if (row_stride_t == 1 && col_stride_t >= std::max<int64_t>(rows, 1))
+    return {true, CblasTrans, col_stride_t};
+  return {};
+}
+
+absl::Status GemmBlas(const TensorView& a, const TensorView& b,
+                      const TensorView& c, double alpha, double beta) {
+  const int64_t M = a.sizes[0], K = a.sizes[1], N = b.sizes[1];
+  Scratch a_dense, b_dense, c_dense;
+  TensorView av = a, bv = b, cv = c;
+  BlasOperand ab = AsBlasOperand(av);
+  if (!ab.ok) {
+    a_dense = MakeScratch(a.dtype, a.sizes);
+    ScatterContiguous(a_dense.view, GatherContiguous(a).data());
+    av = a_dense.view;
+    ab = AsBlasOperand(av);
+  }
+  BlasOperand bb = AsBlasOperand(bv);
+  if (!bb.ok) {
+    b_dense = MakeScratch(b.dtype, b.sizes);
+    ScatterContiguous(b_dense.view, GatherContiguous(b).data());
+    bv = b_dense.view;
+    bb = AsBlasOperand(bv);
+  }
+  BlasOperand cb = AsBlasOperand(cv);
+  const bool c_direct = cb.ok && cb.trans == CblasNoTrans;
+  if (!c_direct) {
+    c_dense = MakeScratch(c.dtype, c.sizes);
+    if (beta != 0) ScatterContiguous(c_dense.view, GatherContiguous(c).data());
+    cv = c_dense.view;
+    cb = AsBlasOperand(cv);
+  }
+  if (a.dtype == DType::kF32) {
+    cblas_sgemm(CblasRowMajor, ab.trans, bb.trans, M, N, K,
+                static_cast<float>(alpha), static_cast<const float*>(av.data),
+                ab.ld, static_cast<const float*>(bv.data), bb.ld,
+                static_cast<float>(beta), static_cast<float*>(cv.data), cb.ld);
+  } else {
+    cblas_dgemm(CblasRowMajor, ab.trans, bb.trans, M, N, K, alpha,
+                static_cast<const double*>(av.data), ab.ld,
+                static_cast<const double*>(bv.data), bb.ld, beta,
+                static_cast<double*>(cv.data), cb.ld);
+  }
+  if (!c_direct) ScatterContiguous(c, c_dense.bytes.data());
+  return absl::OkStatus();
+}
+
+void GemmLoops(const TensorView& a, const TensorView& b, const TensorView& c,
+               double alpha, double beta) {
+  const int64_t M = a.sizes[0], K = a.sizes[1], N = b.sizes[1];
+  const int ac = Code(a.dtype), bc = Code(b.dtype), cc = Code(c.dtype);
+  const int64_t ae = a.element_size(), be = b.element_size(),
+                ce = c.element_size();
+  const bool as_float = IsFloatingPoint(a.dtype) || IsFloatingPoint(b.dtype) ||
+                        IsFloatingPoint(c.dtype);
+  for (int64_t i = 0; i < M; ++i) {
+    for (int64_t j = 0; j < N; ++j) {
+      std::byte* cp = c.bytes() + (i * c.strides[0] + j * c.strides[1]) * ce;
+      if (as_float) {
+        double acc = 0;
+        for (int64_t k = 0; k < K; ++k) {
+          acc += element::LoadAsDouble(ac, a.bytes() + (i * a.strides[0] + k * a.strides[1]) * ae) *
+                 element::LoadAsDouble(bc, b.bytes() + (k * b.strides[0] + j * b.strides[1]) * be);
+        }
+        double result = alpha * acc;
+        if (beta != 0) result += beta * element::LoadAsDouble(cc, cp);
+        element::StoreDouble(cc, cp, result);
+      } else {
+        uint64_t acc = 0;
+        for (int64_t k = 0; k < K; ++k) {
+          acc += static_cast<uint64_t>(element::LoadAsInt64(
+                     ac, a.bytes() + (i * a.strides[0] + k * a.strides[1]) * ae)) *
+                 static_cast<uint64_t>(element::LoadAsInt64(
+                     bc, b.bytes() + (k * b.strides[0] + j * b.strides[1]) * be));
+        }
+        uint64_t result = acc * static_cast<uint64_t>(static_cast<int64_t>(alpha));
+        if (beta != 0)
+          result += static_cast<uint64_t>(static_cast<int64_t>(beta)) *
+                    static_cast<uint64_t>(element::LoadAsInt64(cc, cp));
+        element::StoreInt64(cc, cp, static_cast<int64_t>(result));
+      }
+    }
+  }
+}
+
+// C = alpha * A @ B + beta * C on 2-D views.
+absl::Status Gemm(const KernelCall& call, const TensorView& a,
+                  const TensorView& b, const TensorView& c, double alpha,
+                  double beta) {
+  if (a.dim() != 2 || b.dim() != 2 || c.dim() != 2)
+    return KernelError(call, "matrix operands must be 2-D");
+  const int64_t M = a.sizes[0], K = a.sizes[1], N = b.sizes[1];
+  if (b.sizes[0] != K || c.sizes[0] != M || c.sizes[1] != N) {
+    return KernelError(call, absl::StrCat("shapes ", a.DebugString(), " @ ",
+                                          b.DebugString(), " -> ",
+                                          c.DebugString(), " do not fit"));
+  }
+  if (M == 0 || N == 0) return absl::OkStatus();
+  if (a.dtype == DType::kBool || b.dtype == DType::kBool)
+    return UnsupportedDType(call, DType::kBool);
+  const bool blas = (a.dtype == DType::kF32 || a.dtype == DType::kF64) &&
+                    a.dtype == b.dtype && a.dtype == c.dtype && K > 0;
+  if (blas) return GemmBlas(a, b, c, alpha, beta);
+  GemmLoops(a, b, c, alpha, beta);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+// mm(self, mat2)
+absl::Status MmKernel(const KernelCall& call) {
+  return Gemm(call, call.args[0].tensor, call.args[1].tensor, call.outputs[0],
+              1.0, 0.0);
+}
+
+// addmm(self, mat1, mat2, *, beta=1, alpha=1): beta * self + alpha * mat1 @ mat2
+absl::Status AddmmKernel(const KernelCall& call) {
+  const TensorView& out = call.outputs[0];
+  const double beta = call.args[3].is_number() ? call.args[3].AsDouble() : 1.0;
+  const double alpha = call.args[4].is_number() ? call.args[4].AsDouble() : 1.0;
+  if (beta != 0) {
+    absl::Status s = CheckBroadcast(call, call.args[0].tensor, out);
+    if (!s.ok()) return s;
+    s = CopyStridedHost(out, call.args[0].tensor);
+    if (!s.ok()) return KernelError(call, s.message());
+  }
+  return Gemm(call, call.args[1].tensor, call.args[2].tensor, out, alpha, beta);
+}
+
+// bmm(self, mat2): [B,M,K] @ [B,K,N] -> [B,M,N]
+absl::Status BmmKernel(const KernelCall& call) {
+  const TensorView& a = call.args[0].tensor;
+  const TensorView& b = call.args[1].tensor;
+  const TensorView& out = call.outputs[0];
+  if (a.dim() != 3 || b.dim() != 3 || out.dim() != 3)
+    return KernelError(call, "bmm operands must be 3-D");
+  if (b.sizes[0] != a.sizes[0] || out.sizes[0] != a.sizes[0])
+    return KernelError(call, "batch sizes differ");
+  auto matrix = [](const TensorView& t, int64_t i) {
+    TensorView m = t;
+    m.data = t.bytes() + i * t.strides[0] * t.element_size();
+    m.sizes.erase(m.sizes.begin());
+    m.strides.erase(m.strides.begin());
+    return m;
+  };
+  for (int64_t i = 0; i < a.sizes[0]; ++i) {
+    absl::Status s = Gemm(call, matrix(a, i), matrix(b, i), matrix(out, i), 1.0, 0.0);
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+// linear(input [*, K], weight [N, K], bias? [N]) -> [*, N]
+absl::Status LinearKernel(const KernelCall& call) {
+  const TensorView& input = call.args[0].tensor;
+  const TensorView& weight = call.args[1].tensor;
+  const KernelArg& bias = call.args[2];
+  const TensorView& out = call.outputs[0];
+  if (input.dim() < 1 || weight.dim() != 2 || out.dim() != input.dim())
+    return KernelError(call, "linear expects input [*, K] and weight [N, K]");
+  const int64_t K = input.sizes[input.dim() - 1];
+  const int64_t N = weight.sizes[0];
+  const int64_t M = K > 0 ? input.numel() / K : out.numel() / std::max<int64_t>(N, 1);
+  if (weight.sizes[1] != K || out.sizes[out.dim() - 1] != N)
+    return KernelError(call, "linear shapes do not fit");
+  // Flatten the leading dims (dense copies where the views do not allow it).
+  std::vector<std::byte> input_dense;
+  std::array<int64_t, 2> a_sizes{M, K};
+  TensorView a;
+  if (input.IsContiguous()) {
+    a = ContiguousView(input.data, input.dtype, a_sizes);
+  } else {
+    input_dense = GatherContiguous(input);
+    a = ContiguousView(input_dense.data(), input.dtype, a_sizes);
+  }
+  TensorView w_t = weight;  // [K, N] view of weight^T
+  std::swap(w_t.sizes[0], w_t.sizes[1]);
+  std::swap(w_t.strides[0], w_t.strides[1]);
+  Scratch out_dense;
+  std::array<int64_t, 2> c_sizes{M, N};
+  TensorView c;
+  const bool out_direct = out.IsContiguous();
+  if (out_direct) {
+    c = ContiguousView(out.data, out.dtype, c_sizes);
+  } else {
+    out_dense = MakeScratch(out.dtype, c_sizes);
+    c = out_dense.view;
+  }
+  double beta = 0;
+  if (bias.is_tensor()) {
+    absl::Status s = CheckBroadcast(call, bias.tensor, c);
+    if (!s.ok()) return s;
+    s = CopyStridedHost(c, bias.tensor);
+    if (!s.ok()) return KernelError(call, s.message());
+    beta = 1;
+  }
+  if (absl::Status s = Gemm(call, a, w_t, c, 1.0, beta); !s.ok()) return s;
+  if (!out_direct) ScatterContiguous(out, out_dense.bytes.data());
+  return absl::OkStatus();
+}
+
+// convolution(input, weight, bias?, stride, padding, dilation, transposed,
+//             output_padding, groups) for 1-D and 2-D, not transposed.
+absl::Status ConvolutionKernel(const KernelCall& call) {
+  TensorView in = call.args[0].tensor;
+  TensorView weight = call.args[1].tensor;
+  const KernelArg& bias = call.args[2];
+  TensorView out = call.outputs[0];
+  if (call.args[6].bool_value)
+    return absl::UnimplementedError(absl::StrCat(call.op, ": transposed convolution is not supported"));
+  const int64_t spatial = in.dim() - 2;
+  if (spatial != 1 && spatial != 2)
+    return absl::UnimplementedError(absl::StrCat(call.op, ": only 1-D and 2-D convolution are supported"));
+  if (weight.dim() != in.dim() || out.dim() != in.dim())
+    return KernelError(call, "input, weight and output ranks differ");
+  auto param = [&](size_t i, int64_t d, int64_t fallback) {
+    const std::vector<int64_t>& v = call.args[i].ints;
+    if (v.empty()) return fallback;
+    return v.size() == 1 ? v[0] : v[std::min<size_t>(d, v.size() - 1)];
+  };
+  // Treat 1-D as 2-D with a height of 1.
+  auto add_unit_height = [](TensorView& t) {
+    t.sizes.insert(t.sizes.begin() + 2, 1);
+    t.strides.insert(t.strides.begin() + 2, 0);
+  };
+  int64_t sh = 1, ph = 0, dh = 1;
+  int64_t sw, pw, dw;
+  if (spatial == 1) {
+    add_unit_height(in);
+    add_unit_height(weight);
+    add_unit_height(out);
+    sw = param(3, 0, 1), pw = param(4, 0, 0), dw = param(5, 0, 1);
+  } else {
+    sh = param(3, 0, 1), ph = param(4, 0, 0), dh = param(5, 0, 1);
+    sw = param(3, 1, 1), pw = param(4, 1, 0), dw = param(5, 1, 1);
+  }
+  const int64_t groups = std::max<int64_t>(call.args[8].AsInt(), 1);
+  const int64_t N = in.sizes[0], C = in.sizes[1], H = in.sizes[2], W = in.sizes[3];
+  const int64_t F = weight.sizes[0], CG = weight.sizes[1], KH = weight.sizes[2],
+                KW = weight.sizes[3];
+  const int64_t OH = out.sizes[2], OW = out.sizes[3];
+  if (C != CG * groups || F % groups != 0 || out.sizes[0] != N || out.sizes[1] != F)
+    return KernelError(call, "channel counts do not fit the groups");
+  const int ic = Code(in.dtype), wc = Code(weight.dtype), oc = Code(out.dtype);
+  const int64_t ie = in.element_size(), we = weight.element_size(),
+                oe = out.element_size();
+  const int64_t filters_per_group = F / groups;
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t f = 0; f < F; ++f) {
+      const int64_t g = f / filters_per_group;
+      double b = 0;
+      if (bias.is_tensor()) {
+        const TensorView& bt = bias.tensor;
+        b = element::LoadAsDouble(Code(bt.dtype),
+                                  bt.bytes() + f * bt.strides[0] * bt.element_size());
+      }
+      for (int64_t oh = 0; oh < OH; ++oh) {
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          double acc = b;
+          for (int64_t c = 0; c < CG; ++c) {
+            const int64_t ci = g * CG + c;
+            for (int64_t kh = 0; kh < KH; ++kh) {
+              const int64_t h = oh * sh - ph + kh * dh;
+              if (h < 0 || h >= H) continue;
+              for (int64_t kw = 0; kw < KW; ++kw) {
+                const int64_t w = ow * sw - pw + kw * dw;
+                if (w < 0 || w >= W) continue;
+                acc += element::LoadAsDouble(
+                           ic, in.bytes() + (n * in.strides[0] + ci * in.strides[1] +
+                                             h * in.strides[2] + w * in.strides[3]) * ie) *
+                       element::LoadAsDouble(
+                           wc, weight.bytes() + (f * weight.strides[0] + c * weight.strides[1] +
+                                                 kh * weight.strides[2] + kw * weight.strides[3]) * we);
+              }
+            }
+          }
+          element::StoreDouble(
+              oc, out.bytes() + (n * out.strides[0] + f * out.strides[1] +
+                                 oh * out.strides[2] + ow * out.strides[3]) * oe,
+              acc);
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ferry::host

@@ -1,0 +1,87 @@
+#include "runtime/tensor_view.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "runtime/element.h"
+
+namespace ferry {
+
+bool TensorView::IsContiguous() const {
+  int64_t expected = 1;
+  for (int64_t d = dim() - 1; d >= 0; --d) {
+    if (sizes[d] == 0) return true;
+    if (sizes[d] != 1 && strides[d] != expected) return false;
+    expected *= sizes[d];
+  }
+  return true;
+}
+
+std::pair<int64_t, int64_t> TensorView::ByteExtent() const {
+  int64_t last = 0;
+  for (int64_t d = 0; d < dim(); ++d) {
+    if (sizes[d] == 0) return {0, 0};
+    last += (sizes[d] - 1) * strides[d];
+  }
+  return {0, (last + 1) * element_size()};
+}
+
+std::string TensorView::DebugString() const {
+  return absl::StrCat(DTypeName(dtype), "[", absl::StrJoin(sizes, ","),
+                      "] strides [", absl::StrJoin(strides, ","), "]");
+}
+
+TensorView MakeView(void* storage, const TensorSpec& spec) {
+  TensorView view;
+  view.dtype = spec.dtype;
+  view.sizes.assign(spec.sizes.begin(), spec.sizes.end());
+  std::vector<int64_t> strides = spec.Strides();
+  view.strides.assign(strides.begin(), strides.end());
+  view.data = static_cast<std::byte*>(storage) +
+              spec.storage_offset * ElementSize(spec.dtype);
+  return view;
+}
+
+TensorView ContiguousView(void* data, DType dtype,
+                          std::span<const int64_t> sizes) {
+  TensorView view;
+  view.data = data;
+  view.dtype = dtype;
+  view.sizes.assign(sizes.begin(), sizes.end());
+  view.strides.resize(sizes.size());
+  int64_t running = 1;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    view.strides[i] = running;
+    running *= std::max<int64_t>(sizes[i], 1);
+  }
+  return view;
+}
+
+double KernelArg::AsDouble() const {
+  switch (kind) {
+    case Kind::kInt:
+      return static_cast<double>(int_value);
+    case Kind::kFloat:
+      return float_value;
+    case Kind::kBool:
+      return bool_value ? 1.0 : 0.0;
+    default:
+      return 0;
+  }
+}
+
+int64_t KernelArg::AsInt() const {
+  switch (kind) {
+    case Kind::kInt:
+      return int_value;
+    case Kind::kFloat:
+      return element::SaturatingToInt64(float_value);
+    case Kind::kBool:
+      return bool_value ? 1 : 0;
+    default:
+      return 0;
+  }
+}
+
+}  // namespace ferry

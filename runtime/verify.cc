@@ -1,0 +1,268 @@
+// Verification: run both programs, compare every output.
+//
+//   inputs   = GenerateUserInputs(original.method, seed)   (same for both)
+//   expected = Executor(original, kEager).Run(method, inputs)
+//   actual   = Executor(lowered, kSim | kCuda).Run(method, inputs)
+//   compare expected[i] with actual[i], element by element
+#include "runtime/verify.h"
+
+#include <cmath>
+#include <span>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "passes/diagnostics.h"
+#include "runtime/device.h"
+#include "runtime/element.h"
+#include "runtime/executor.h"
+
+namespace ferry {
+
+Tolerance ToleranceFor(DType dtype, std::string_view device) {
+  const bool cuda = device == "cuda";
+  switch (dtype) {
+    case DType::kF64:
+      return cuda ? Tolerance{1e-7, 1e-7} : Tolerance{1e-9, 1e-9};
+    case DType::kF32:
+      return cuda ? Tolerance{1e-4, 1e-4} : Tolerance{1e-5, 1e-5};
+    case DType::kF16:
+      return cuda ? Tolerance{1e-2, 1e-2} : Tolerance{1e-3, 1e-3};
+    case DType::kBF16:
+      return cuda ? Tolerance{5e-2, 5e-2} : Tolerance{1e-2, 1e-2};
+    default:
+      return Tolerance{0, 0};
+  }
+}
+
+std::vector<std::string> VisibleDevices() {
+  std::vector<std::string> devices = {"cpu", "sim"};
+  const int count = CudaDeviceCount();
+  for (int i = 0; i < count; ++i) devices.push_back(absl::StrCat("cuda:", i));
+  return devices;
+}
+
+namespace {
+
+// The highest cuda index the program uses anywhere (-1: none).
+int MaxCudaIndex(const Program& program) {
+  int max_index = -1;
+  auto spec_device = [&](const TensorSpec& spec) {
+    if (!spec.device.is_host()) max_index = std::max(max_index, spec.device.index);
+  };
+  auto scan_method = [&](const Method& method) {
+    for (const Arena& arena : method.arenas)
+      if (!arena.device.is_host()) max_index = std::max(max_index, arena.device.index);
+    for (const Node& node : method.nodes) {
+      if (node.result == ResultKind::kTensor) spec_device(node.tensor);
+      for (const TensorSpec& spec : node.tuple) spec_device(spec);
+    }
+  };
+  for (const Method& method : program.methods) scan_method(method);
+  for (const LoweredModule& module : program.modules) {
+    if (std::optional<std::string> text = module.TargetDeviceText()) {
+      absl::StatusOr<Device> device = ParseTargetDevice(*text);
+      if (device.ok() && !device->is_host())
+        max_index = std::max(max_index, device->index);
+    }
+  }
+  return max_index;
+}
+
+absl::StatusOr<ExecutionMode> ChooseMode(const Program& lowered,
+                                         VerifyDevice requested) {
+  if (requested == VerifyDevice::kSim) return ExecutionMode::kSim;
+  const int gpus = CudaDeviceCount();
+  const int needed = MaxCudaIndex(lowered) + 1;
+  if (requested == VerifyDevice::kAuto)
+    return gpus > 0 && needed <= gpus ? ExecutionMode::kCuda : ExecutionMode::kSim;
+  if (gpus == 0) {
+    return absl::FailedPreconditionError(
+        "verification on cuda was requested, but no GPU is visible");
+  }
+  if (needed > gpus) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the program uses cuda:", needed - 1, ", but only ", gpus,
+        " GPU(s) are visible"));
+  }
+  return ExecutionMode::kCuda;
+}
+
+OutputComparison Compare(const std::string& method, int index,
+                         const HostTensor& expected, const HostTensor& actual,
+                         std::string_view device) {
+  OutputComparison c;
+  c.method = method;
+  c.output_index = index;
+  c.dtype = std::string(DTypeName(expected.dtype));
+  const Tolerance tolerance = ToleranceFor(expected.dtype, device);
+  c.atol = tolerance.atol;
+  c.rtol = tolerance.rtol;
+  const int ec = static_cast<int>(expected.dtype);
+  const int ac = static_cast<int>(actual.dtype);
+  const int64_t n = expected.numel();
+  const int64_t ee = ElementSize(expected.dtype), ae = ElementSize(actual.dtype);
+  const bool exact = !IsFloatingPoint(expected.dtype);
+  for (int64_t i = 0; i < n; ++i) {
+    const std::byte* ep = expected.data.data() + i * ee;
+    const std::byte* ap = actual.data.data() + i * ae;
+    double e, a;
+    bool same;
+    if (exact) {
+      const int64_t ei = element::LoadAsInt64(ec, ep), ai = element::LoadAsInt64(ac, ap);
+      e = static_cast<double>(ei);
+      a = static_cast<double>(ai);
+      same = ei == ai;
+    } else {
+      e = element::LoadAsDouble(ec, ep);
+      a = element::LoadAsDouble(ac, ap);
+      if (std::isnan(e) || std::isnan(a)) {
+        same = std::isnan(e) && std::isnan(a);
+      } else if (std::isinf(e) || std::isinf(a)) {
+        same = e == a;
+      } else {
+        same = std::fabs(a - e) <= c.atol + c.rtol * std::fabs(e);
+      }
+    }
+    if (!std::isnan(e) && !std::isnan(a) && !(std::isinf(e) && e == a)) {
+      const double abs_error = std::fabs(a - e);
+      c.max_abs_error = std::max(c.max_abs_error, abs_error);
+      if (e != 0) c.max_rel_error = std::max(c.max_rel_error, abs_error / std::fabs(e));
+    } else if (!same) {
+      c.max_abs_error = std::numeric_limits<double>::infinity();
+    }
+    if (!same) {
+      if (c.first_mismatch_index < 0) {
+        c.first_mismatch_index = i;
+        c.expected_value = e;
+        c.actual_value = a;
+      }
+      ++c.mismatched_elements;
+    }
+  }
+  c.match = c.mismatched_elements == 0;
+  return c;
+}
+
+std::string Number(double v) {
+  if (std::isnan(v)) return "nan";
+  return absl::StrFormat("%.9g", v);
+}
+
+std::string JsonNumber(double v) {
+  if (std::isnan(v)) return "\"NaN\"";
+  if (std::isinf(v)) return v > 0 ? "\"Infinity\"" : "\"-Infinity\"";
+  return absl::StrFormat("%.17g", v);
+}
+
+}  // namespace
+
+std::string VerifyReport::Summary() const {
+  std::string text;
+  if (!error.empty()) {
+    absl::StrAppend(&text, "verify on ", device, ": ERROR: ", error, "\n");
+  } else if (ok) {
+    absl::StrAppend(&text, "verify on ", device, ": OK (", outputs.size(),
+                    outputs.size() == 1 ? " output matches" : " outputs match", ")\n");
+  } else {
+    absl::StrAppend(&text, "verify on ", device, ": MISMATCH\n");
+  }
+  for (const OutputComparison& c : outputs) {
+    absl::StrAppend(&text, "  ", c.method, " output ", c.output_index, " (", c.dtype,
+                    "): ");
+    if (c.match) {
+      absl::StrAppend(&text, "match");
+    } else {
+      absl::StrAppend(&text, c.mismatched_elements, " element(s) differ; first at index ",
+                      c.first_mismatch_index, ": expected ", Number(c.expected_value),
+                      ", got ", Number(c.actual_value));
+    }
+    absl::StrAppend(&text, "; max abs error ", Number(c.max_abs_error), ", max rel error ",
+                    Number(c.max_rel_error), " (atol ", Number(c.atol), ", rtol ",
+                    Number(c.rtol), ")\n");
+  }
+  return text;
+}
+
+std::string VerifyReport::ToJson() const {
+  std::vector<std::string> items;
+  for (const OutputComparison& c : outputs) {
+    items.push_back(absl::StrCat(
+        "{\"method\":\"", JsonEscape(c.method), "\",\"output_index\":", c.output_index,
+        ",\"dtype\":\"", c.dtype, "\",\"match\":", c.match ? "true" : "false",
+        ",\"mismatched_elements\":", c.mismatched_elements,
+        ",\"first_mismatch_index\":", c.first_mismatch_index,
+        ",\"expected_value\":", JsonNumber(c.expected_value),
+        ",\"actual_value\":", JsonNumber(c.actual_value),
+        ",\"max_abs_error\":", JsonNumber(c.max_abs_error),
+        ",\"max_rel_error\":", JsonNumber(c.max_rel_error), ",\"atol\":", JsonNumber(c.atol),
+        ",\"rtol\":", JsonNumber(c.rtol), "}"));
+  }
+  return absl::StrCat("{\"ok\":", ok ? "true" : "false", ",\"device\":\"",
+                      JsonEscape(device), "\",\"error\":\"", JsonEscape(error),
+                      "\",\"outputs\":[", absl::StrJoin(items, ","), "]}");
+}
+
+absl::StatusOr<VerifyReport> VerifyPrograms(const Program& original,
+                                            const Program& lowered,
+                                            const VerifyOptions& options) {
+  absl::StatusOr<ExecutionMode> mode = ChooseMode(lowered, options.device);
+  if (!mode.ok()) return mode.status();
+  auto cancelled = [&] { return options.keep_going && !options.keep_going(); };
+
+  VerifyReport report;
+  report.device = std::string(ExecutionModeName(*mode));
+  auto fail = [&](std::string_view what, const absl::Status& status) {
+    report.ok = false;
+    report.error = absl::StrCat(what, status.message());
+    return report;
+  };
+  if (cancelled()) return absl::CancelledError("verification cancelled");
+  absl::StatusOr<std::unique_ptr<Executor>> eager =
+      Executor::Load(original, ExecutionMode::kEager);
+  if (!eager.ok()) return fail("original program: ", eager.status());
+  if (cancelled()) return absl::CancelledError("verification cancelled");
+  absl::StatusOr<std::unique_ptr<Executor>> backend = Executor::Load(lowered, *mode);
+  if (!backend.ok()) return fail("", backend.status());
+
+  for (const Method& method : original.methods) {
+    if (cancelled()) return absl::CancelledError("verification cancelled");
+    std::vector<HostTensor> inputs = GenerateUserInputs(method, options.seed);
+    absl::StatusOr<std::vector<HostTensor>> expected =
+        (*eager)->Run(method.name, inputs, options.keep_going);
+    if (expected.status().code() == absl::StatusCode::kCancelled) return expected.status();
+    if (!expected.ok()) return fail("original program: ", expected.status());
+    absl::StatusOr<std::vector<HostTensor>> actual =
+        (*backend)->Run(method.name, inputs, options.keep_going);
+    if (actual.status().code() == absl::StatusCode::kCancelled) return actual.status();
+    if (!actual.ok()) return fail("", actual.status());
+    if (expected->size() != actual->size()) {
+      return fail("", absl::InvalidArgumentError(absl::StrCat(
+                          "method '", method.name, "' returns ", actual->size(),
+                          " outputs after lowering, ", expected->size(), " before")));
+    }
+    for (size_t i = 0; i < expected->size(); ++i) {
+      const HostTensor& e = (*expected)[i];
+      const HostTensor& a = (*actual)[i];
+      if (e.dtype != a.dtype || e.sizes != a.sizes) {
+        OutputComparison c;
+        c.method = method.name;
+        c.output_index = static_cast<int>(i);
+        c.dtype = std::string(DTypeName(e.dtype));
+        report.outputs.push_back(c);
+        return fail("", absl::InvalidArgumentError(absl::StrCat(
+                            "method '", method.name, "' output ", i, " is ",
+                            DTypeName(a.dtype), "[", absl::StrJoin(a.sizes, ","),
+                            "] after lowering, ", DTypeName(e.dtype), "[",
+                            absl::StrJoin(e.sizes, ","), "] before")));
+      }
+      report.outputs.push_back(
+          Compare(method.name, static_cast<int>(i), e, a, report.device));
+    }
+  }
+  report.ok = true;
+  for (const OutputComparison& c : report.outputs) report.ok = report.ok && c.match;
+  return report;
+}
+
+}  // namespace ferry

@@ -1,0 +1,86 @@
+// Verification: the lowered program on a backend against eager host
+// execution of the original program.
+//
+// Requires: both programs imported and validated; `lowered` is `original`
+// after lowering (same methods, same user inputs in the same order).
+// Establishes: each method of `original` runs eagerly (host kernels only,
+// fresh storage per node, delegates' subgraphs on the host) and the same
+// method of `lowered` runs on the chosen backend, both with the same user
+// inputs, generated from `options.seed` (data_gen.h). Every output is
+// compared: integers and bools exactly; floats with
+// |actual - expected| <= atol + rtol * |expected| (NaN matches NaN), where
+// atol/rtol depend on the dtype and the backend (Tolerance below) and are
+// reported with each comparison.
+//
+// A runtime error in either program (a strictness violation on sim, a
+// layout mismatch at a delegate, a kernel error) is not a Status error: the
+// report carries it in `error`, naming the node, with ok = false.
+#ifndef FERRY_RUNTIME_VERIFY_H_
+#define FERRY_RUNTIME_VERIFY_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "passes/ir.h"
+
+namespace ferry {
+
+enum class VerifyDevice { kAuto, kSim, kCuda };
+
+struct VerifyOptions {
+  VerifyDevice device = VerifyDevice::kAuto;
+  uint64_t seed = 0;
+  // Checked between steps; returning false stops with CANCELLED.
+  std::function<bool()> keep_going;
+};
+
+struct OutputComparison {
+  std::string method;
+  int output_index = 0;
+  std::string dtype;
+  bool match = false;
+  int64_t mismatched_elements = 0;
+  int64_t first_mismatch_index = -1;  // row-major element index; -1: none
+  double expected_value = 0, actual_value = 0;  // at first_mismatch_index
+  double max_abs_error = 0, max_rel_error = 0;
+  double atol = 0, rtol = 0;
+};
+
+struct VerifyReport {
+  bool ok = false;  // every output matches and nothing failed
+  std::string device;  // "sim" or "cuda"
+  std::string error;   // runtime error naming the node; empty if none
+  std::vector<OutputComparison> outputs;
+
+  // One line per output, after a headline ("verify on sim: OK ...").
+  std::string Summary() const;
+  // {"ok", "device", "error", "outputs": [{...}]}; non-finite numbers are
+  // written as the strings "NaN", "Infinity", "-Infinity".
+  std::string ToJson() const;
+};
+
+// The tolerances floats are compared with on `device` ("sim" or "cuda");
+// 0/0 for integers and bool.
+struct Tolerance {
+  double atol = 0, rtol = 0;
+};
+Tolerance ToleranceFor(DType dtype, std::string_view device);
+
+bool CudaAvailable();
+// "cpu", "sim", then "cuda:N" for each visible GPU.
+std::vector<std::string> VisibleDevices();
+
+// Executes `original` eagerly on the host and `lowered` on the chosen
+// backend. FailedPrecondition if the requested device is unavailable
+// (kCuda without a GPU, or a program using cuda:N with N >= the number of
+// GPUs); CANCELLED when keep_going says so.
+absl::StatusOr<VerifyReport> VerifyPrograms(const Program& original,
+                                            const Program& lowered,
+                                            const VerifyOptions& options);
+
+}  // namespace ferry
+
+#endif  // FERRY_RUNTIME_VERIFY_H_

@@ -1,0 +1,690 @@
+#include "server/compiler_service.h"
+
+#include <grpc/support/time.h>
+
+#include <algorithm>
+#include <random>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "ferry/v1/program.pb.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "passes/pipeline.h"
+#include "passes/proto_io.h"
+#include "runtime/verify.h"
+#include "server/digest.h"
+#include "server/rpc_errors.h"
+#include "server/version.h"
+#include "server/wire_convert.h"
+
+namespace ferry {
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// The pipeline's passes in order (passes/pipeline.h), as advertised.
+constexpr const char* kPasses[] = {"validate",       "normalize_layout",
+                                   "partition",      "lower",
+                                   "place_and_copy", "plan_memory",
+                                   "emit"};
+
+double MillisBetween(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double, std::milli>(to - from).count();
+}
+
+std::string Metadata(const grpc::CallbackServerContext& context,
+                     absl::string_view key) {
+  const auto& metadata = context.client_metadata();
+  auto found = metadata.find(grpc::string_ref(key.data(), key.size()));
+  if (found == metadata.end()) return "";
+  return std::string(found->second.data(), found->second.size());
+}
+
+// A caller-chosen request id is kept when it is short and printable.
+bool UsableRequestId(absl::string_view id) {
+  if (id.empty() || id.size() > 128) return false;
+  return std::all_of(id.begin(), id.end(), [](char c) {
+    return absl::ascii_isgraph(static_cast<unsigned char>(c));
+  });
+}
+
+std::string NewRequestId() {
+  static const uint64_t process_tag = [] {
+    std::random_device random;
+    return (uint64_t{random()} << 32) ^ random();
+  }();
+  static std::atomic<uint64_t> counter{0};
+  return absl::StrFormat("%08x-%06x", process_tag & 0xffffffff,
+                         counter.fetch_add(1) + 1);
+}
+
+// Byte-wise comparison that does not stop at the first difference.
+bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char difference = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    difference |= static_cast<unsigned char>(a[i] ^ b[i]);
+  }
+  return difference == 0;
+}
+
+std::string DeterministicBytes(const google::protobuf::Message& message) {
+  std::string bytes;
+  {
+    google::protobuf::io::StringOutputStream stream(&bytes);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    message.SerializeToCodedStream(&coded);
+  }
+  return bytes;
+}
+
+VerifyDevice DeviceFromProto(v1::VerifyDevice device) {
+  switch (device) {
+    case v1::VERIFY_DEVICE_SIM: return VerifyDevice::kSim;
+    case v1::VERIFY_DEVICE_CUDA: return VerifyDevice::kCuda;
+    default: return VerifyDevice::kAuto;
+  }
+}
+
+void ReportToProto(const VerifyReport& report, v1::VerificationReport* out) {
+  out->set_ok(report.ok);
+  out->set_device(report.device);
+  out->set_error(report.error);
+  out->set_summary(report.Summary());
+  for (const OutputComparison& comparison : report.outputs) {
+    v1::OutputComparison* wire = out->add_outputs();
+    wire->set_method(comparison.method);
+    wire->set_output_index(static_cast<int32_t>(comparison.output_index));
+    wire->set_dtype(std::string(comparison.dtype));
+    wire->set_match(comparison.match);
+    wire->set_mismatched_elements(comparison.mismatched_elements);
+    wire->set_first_mismatch_index(comparison.first_mismatch_index);
+    wire->set_expected_value(comparison.expected_value);
+    wire->set_actual_value(comparison.actual_value);
+    wire->set_max_abs_error(comparison.max_abs_error);
+    wire->set_max_rel_error(comparison.max_rel_error);
+    wire->set_atol(comparison.atol);
+    wire->set_rtol(comparison.rtol);
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// One RPC. gRPC owns it until OnDone, which follows Finish; after Finish
+// nothing may touch it.
+
+class CompilerService::Call final : public grpc::ServerUnaryReactor {
+ public:
+  Call(CompilerService& service, grpc::CallbackServerContext* context,
+       absl::string_view method)
+      : service_(service),
+        context_(context),
+        method_(method),
+        arrival_(Clock::now()) {
+    std::string id = Metadata(*context, kRequestIdHeader);
+    request_id_ = UsableRequestId(id) ? id : NewRequestId();
+    deadline_ = arrival_ + EffectiveTimeout(context->raw_deadline());
+    context->AddInitialMetadata(kRequestIdHeader, request_id_);
+  }
+
+  void OnCancel() override { cancelled_.store(true); }
+  void OnDone() override { delete this; }
+
+  // Whether anyone still wants this call's result.
+  bool Wanted(Clock::time_point now) const {
+    return !cancelled_.load() && now < deadline_ &&
+           !service_.aborting_.load();
+  }
+  // The status for a call that is no longer wanted, `where` it stopped.
+  grpc::Status Unwanted(absl::string_view where) const {
+    if (service_.aborting_.load()) return DrainingError();
+    if (cancelled_.load()) return CancelledError(where);
+    return DeadlineExceededError(where);
+  }
+
+  void JobStarted() { job_start_ = Clock::now(); }
+  void SetOutcome(absl::string_view outcome) { outcome_ = outcome; }
+  void SetNodes(int64_t nodes) { nodes_ = nodes; }
+
+  void Complete(const grpc::Status& status) {
+    Clock::time_point now = Clock::now();
+    absl::string_view code = StatusCodeName(status.error_code());
+    service_.metrics_.RecordRequest(method_, code,
+                                    MillisBetween(arrival_, now) / 1000);
+    LogLine line("rpc");
+    line.Str("request_id", request_id_)
+        .Str("method", method_)
+        .Str("code", code)
+        .Str("outcome", outcome_.empty() ? absl::AsciiStrToLower(code)
+                                         : outcome_)
+        .Num("duration_ms", MillisBetween(arrival_, now));
+    if (job_start_ != Clock::time_point()) {
+      line.Num("queue_ms", MillisBetween(arrival_, job_start_));
+    }
+    if (nodes_ >= 0) line.Int("nodes", nodes_);
+    if (!status.ok()) line.Str("error", status.error_message());
+    line.Str("peer", context_->peer());
+    if (std::string trace = Metadata(*context_, "traceparent");
+        !trace.empty()) {
+      line.Str("traceparent", trace);
+    }
+    service_.logger_.Write(line);
+    Finish(status);
+  }
+
+  const std::string& request_id() const { return request_id_; }
+  grpc::CallbackServerContext& context() { return *context_; }
+
+ private:
+  // The caller's deadline, bounded by --max-deadline; --default-deadline
+  // when the caller set none.
+  std::chrono::milliseconds EffectiveTimeout(gpr_timespec deadline) const {
+    const ServiceOptions& options = service_.options_;
+    if (deadline.tv_sec == gpr_inf_future(deadline.clock_type).tv_sec) {
+      return options.default_deadline;
+    }
+    gpr_timespec remaining =
+        gpr_time_sub(gpr_convert_clock_type(deadline, GPR_CLOCK_MONOTONIC),
+                     gpr_now(GPR_CLOCK_MONOTONIC));
+    int64_t millis = gpr_time_to_millis(remaining);
+    return std::min(std::chrono::milliseconds(std::max<int64_t>(millis, 0)),
+                    options.max_deadline);
+  }
+
+  CompilerService& service_;
+  grpc::CallbackServerContext* context_;
+  const std::string method_;
+  const Clock::time_point arrival_;
+  Clock::time_point deadline_;
+  Clock::time_point job_start_;
+  std::string request_id_;
+  std::string outcome_;
+  int64_t nodes_ = -1;
+  std::atomic<bool> cancelled_{false};
+};
+
+// One computation of a Lower request and the calls waiting for it.
+struct CompilerService::LowerFlight {
+  struct Waiter {
+    Call* call;
+    v1::LowerResponse* response;
+  };
+  // Empty when the request bypasses the cache (then nobody can join).
+  std::string key;
+  // The first caller's request; it stays valid until that caller is
+  // finished, which is always last.
+  const v1::LowerRequest* request = nullptr;
+  std::mutex mutex;
+  std::vector<Waiter> waiters;  // [0] is the first caller
+};
+
+// ---------------------------------------------------------------------------
+
+CompilerService::CompilerService(ServiceOptions options,
+                                 BoundedExecutor& executor,
+                                 ServiceMetrics& metrics, Logger& logger)
+    : options_(std::move(options)),
+      executor_(executor),
+      metrics_(metrics),
+      logger_(logger),
+      cache_(options_.cache_bytes) {}
+
+CompilerService::~CompilerService() = default;
+
+void CompilerService::StartDraining() { draining_.store(true); }
+void CompilerService::AbortInFlight() { aborting_.store(true); }
+
+ServiceMetrics::Gauges CompilerService::Gauges() const {
+  ServiceMetrics::Gauges gauges;
+  gauges.queue_depth = executor_.queued();
+  gauges.jobs_running = executor_.running();
+  gauges.queue_capacity = executor_.queue_depth();
+  gauges.workers = executor_.workers();
+  gauges.cache_bytes = cache_.bytes();
+  gauges.cache_entries = cache_.entries();
+  gauges.cache_evictions = cache_.evictions();
+  gauges.draining = draining_.load();
+  return gauges;
+}
+
+bool CompilerService::Authorize(Call* call) {
+  if (options_.tokens.empty()) return true;
+  std::string header = Metadata(call->context(), "authorization");
+  constexpr absl::string_view kBearer = "Bearer ";
+  bool accepted = false;
+  if (header.size() > kBearer.size() &&
+      absl::string_view(header).substr(0, kBearer.size()) == kBearer) {
+    absl::string_view token = absl::string_view(header).substr(kBearer.size());
+    // Every candidate is compared, so timing does not tell which matched.
+    for (const std::string& candidate : options_.tokens) {
+      accepted |= ConstantTimeEquals(token, candidate);
+    }
+  }
+  if (!accepted) {
+    call->Complete(UnauthenticatedError(
+        header.empty() ? "missing 'authorization: Bearer <token>' metadata"
+                       : "bearer token not accepted"));
+  }
+  return accepted;
+}
+
+bool CompilerService::Admit(Call* call, const v1::LowerRequest& request,
+                            int64_t bytes) {
+  if (!Authorize(call)) return false;
+  if (draining_.load()) {
+    call->Complete(DrainingError());
+    return false;
+  }
+  if (bytes > options_.max_request_bytes) {
+    call->Complete(OverLimitError("request_bytes", bytes,
+                                  options_.max_request_bytes,
+                                  "REQUEST_TOO_LARGE"));
+    return false;
+  }
+  int64_t nodes = CountNodes(request.program());
+  call->SetNodes(nodes);
+  if (nodes > options_.max_nodes) {
+    call->Complete(OverLimitError("nodes", nodes, options_.max_nodes,
+                                  "TOO_MANY_NODES"));
+    return false;
+  }
+  if (!call->Wanted(Clock::now())) {
+    call->Complete(call->Unwanted("before the call was queued"));
+    return false;
+  }
+  return true;
+}
+
+bool CompilerService::Submit(Call* call, std::function<void()> job) {
+  switch (executor_.TrySubmit(std::move(job))) {
+    case BoundedExecutor::Admission::kAccepted:
+      return true;
+    case BoundedExecutor::Admission::kQueueFull:
+      call->Complete(
+          QueueFullError(executor_.queue_depth(), EstimatedRetryDelay()));
+      return false;
+    case BoundedExecutor::Admission::kClosed:
+      call->Complete(DrainingError());
+      return false;
+  }
+  return false;
+}
+
+std::chrono::milliseconds CompilerService::EstimatedRetryDelay() const {
+  double mean_ms;
+  {
+    std::lock_guard<std::mutex> lock(job_time_mutex_);
+    mean_ms = mean_job_ms_;
+  }
+  // Time for the queue ahead of a retry to drain, roughly.
+  double waves = 1.0 + static_cast<double>(executor_.queue_depth()) /
+                           std::max(1, executor_.workers());
+  double delay_ms = std::clamp(mean_ms * waves, 100.0, 30'000.0);
+  return std::chrono::milliseconds(static_cast<int64_t>(delay_ms));
+}
+
+void CompilerService::RecordJobTime(Clock::duration elapsed) {
+  double ms = std::chrono::duration<double, std::milli>(elapsed).count();
+  std::lock_guard<std::mutex> lock(job_time_mutex_);
+  mean_job_ms_ = 0.8 * mean_job_ms_ + 0.2 * ms;
+}
+
+void CompilerService::RecordPasses(const v1::LowerStats& stats) {
+  for (const v1::PassStats& pass : stats.passes()) {
+    metrics_.RecordPass(pass.name(), static_cast<double>(pass.micros()) / 1e6);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Lower
+
+grpc::ServerUnaryReactor* CompilerService::Lower(
+    grpc::CallbackServerContext* context, const v1::LowerRequest* request,
+    v1::LowerResponse* response) {
+  Call* call = new Call(*this, context, "Lower");
+  if (!Admit(call, *request, static_cast<int64_t>(request->ByteSizeLong()))) {
+    return call;
+  }
+
+  auto flight = std::make_shared<LowerFlight>();
+  flight->request = request;
+  flight->waiters.push_back({call, response});
+  bool bypass = Metadata(*context, kCacheControlHeader) == "bypass";
+  if (options_.cache_bytes > 0 && !bypass) {
+    std::string key =
+        Sha256Hex({"ferry.v1.Compiler/Lower", kCompilerVersion,
+                   DeterministicBytes(*request)});
+    std::unique_lock<std::mutex> lock(flights_mutex_);
+    if (ResultCache::Value hit = cache_.Lookup(key)) {
+      lock.unlock();
+      metrics_.RecordCacheLookup(true);
+      *response = *hit;
+      response->set_cached(true);
+      response->set_request_id(call->request_id());
+      call->SetOutcome("cache_hit");
+      call->Complete(grpc::Status::OK);
+      return call;
+    }
+    metrics_.RecordCacheLookup(false);
+    if (auto running = flights_.find(key); running != flights_.end()) {
+      std::lock_guard<std::mutex> flight_lock(running->second->mutex);
+      running->second->waiters.push_back({call, response});
+      metrics_.RecordDeduplicated();
+      return call;
+    }
+    flight->key = key;
+    flights_.emplace(key, flight);
+  }
+  SubmitLowerFlight(std::move(flight));
+  return call;
+}
+
+void CompilerService::SubmitLowerFlight(std::shared_ptr<LowerFlight> flight) {
+  auto job = [this, flight] { RunLowerFlight(*flight); };
+  switch (executor_.TrySubmit(std::move(job))) {
+    case BoundedExecutor::Admission::kAccepted:
+      return;
+    case BoundedExecutor::Admission::kQueueFull:
+      FinishLowerFlight(
+          *flight,
+          QueueFullError(executor_.queue_depth(), EstimatedRetryDelay()),
+          nullptr, nullptr);
+      return;
+    case BoundedExecutor::Admission::kClosed:
+      FinishLowerFlight(*flight, DrainingError(), nullptr, nullptr);
+      return;
+  }
+}
+
+void CompilerService::RunLowerFlight(LowerFlight& flight) {
+  Clock::time_point start = Clock::now();
+  {
+    std::lock_guard<std::mutex> lock(flight.mutex);
+    for (LowerFlight::Waiter& waiter : flight.waiters) waiter.call->JobStarted();
+  }
+  if (options_.before_job_for_testing) options_.before_job_for_testing("Lower");
+
+  // The computation continues while any of its callers still wants it.
+  ContinueFn keep_going = [&flight] {
+    Clock::time_point now = Clock::now();
+    std::lock_guard<std::mutex> lock(flight.mutex);
+    for (const LowerFlight::Waiter& waiter : flight.waiters) {
+      if (waiter.call->Wanted(now)) return true;
+    }
+    return false;
+  };
+  if (!keep_going()) {
+    FinishLowerFlight(flight, CancelledError("while queued"), nullptr,
+                      nullptr);
+    return;
+  }
+
+  absl::StatusOr<LowerResult> result = ferry::Lower(*flight.request, keep_going);
+  RecordJobTime(Clock::now() - start);
+  if (!result.ok()) {
+    grpc::Status status =
+        result.status().code() == absl::StatusCode::kCancelled
+            ? CancelledError("between passes")
+            : InternalError(absl::StrCat("lowering failed: ",
+                                         result.status().message()));
+    FinishLowerFlight(flight, status, nullptr, nullptr);
+    return;
+  }
+  if (!result->ok &&
+      std::any_of(result->diagnostics.items().begin(),
+                  result->diagnostics.items().end(),
+                  IsMalformedRequestDiagnostic)) {
+    FinishLowerFlight(flight, MalformedProgramError(result->diagnostics),
+                      nullptr, nullptr);
+    return;
+  }
+
+  v1::LowerResponse built;
+  built.set_ok(result->ok);
+  if (result->ok) ExportProgram(result->program, built.mutable_program());
+  DiagnosticsToProto(result->diagnostics, built.mutable_diagnostics());
+  StatsToProto(result->stats, built.mutable_stats());
+  built.set_compiler_version(kCompilerVersion);
+  built.set_request_digest(flight.key);
+  RecordPasses(built.stats());
+  if (static_cast<int64_t>(built.ByteSizeLong()) > options_.max_response_bytes) {
+    FinishLowerFlight(
+        flight,
+        OverLimitError("response_bytes",
+                       static_cast<int64_t>(built.ByteSizeLong()),
+                       options_.max_response_bytes, "RESPONSE_TOO_LARGE"),
+        nullptr, nullptr);
+    return;
+  }
+  if (flight.key.empty()) {
+    FinishLowerFlight(flight, grpc::Status::OK, nullptr, &built);
+    return;
+  }
+  auto shared = std::make_shared<const v1::LowerResponse>(std::move(built));
+  FinishLowerFlight(flight, grpc::Status::OK, shared, nullptr);
+}
+
+// Delivers `status` (and, when OK, the response: shared, or `owned` for a
+// flight nobody could join) to every waiter; caches a successful lowering.
+void CompilerService::FinishLowerFlight(
+    LowerFlight& flight, const grpc::Status& status,
+    std::shared_ptr<const v1::LowerResponse> response,
+    v1::LowerResponse* owned) {
+  if (!flight.key.empty()) {
+    std::lock_guard<std::mutex> lock(flights_mutex_);
+    if (status.ok() && response->ok()) {
+      cache_.Insert(flight.key, response,
+                    static_cast<int64_t>(response->ByteSizeLong()));
+    }
+    flights_.erase(flight.key);  // nobody joins after this point
+  }
+  std::vector<LowerFlight::Waiter> waiters;
+  {
+    std::lock_guard<std::mutex> lock(flight.mutex);
+    waiters.swap(flight.waiters);
+  }
+  Clock::time_point now = Clock::now();
+  // The first caller's request backs the computation: finish it last.
+  for (size_t i = waiters.size(); i-- > 0;) {
+    LowerFlight::Waiter& waiter = waiters[i];
+    if (status.error_code() == grpc::StatusCode::CANCELLED) {
+      // The computation stopped because its callers gave up; a caller that
+      // joined in the meantime may retry.
+      waiter.call->Complete(
+          waiter.call->Wanted(now)
+              ? grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                             "the shared computation was cancelled; retry")
+              : waiter.call->Unwanted("between passes"));
+      continue;
+    }
+    if (!status.ok()) {
+      waiter.call->Complete(status);
+      continue;
+    }
+    if (!waiter.call->Wanted(now)) {
+      waiter.call->Complete(waiter.call->Unwanted("after lowering"));
+      continue;
+    }
+    if (owned != nullptr) {
+      waiter.response->Swap(owned);
+    } else {
+      *waiter.response = *response;
+      waiter.response->set_cached(i != 0);
+    }
+    waiter.response->set_request_id(waiter.call->request_id());
+    waiter.call->SetOutcome(
+        i != 0 ? "deduplicated"
+               : (waiter.response->ok() ? "lowered" : "compile_failed"));
+    waiter.call->Complete(grpc::Status::OK);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Verify
+
+grpc::ServerUnaryReactor* CompilerService::Verify(
+    grpc::CallbackServerContext* context, const v1::VerifyRequest* request,
+    v1::VerifyResponse* response) {
+  Call* call = new Call(*this, context, "Verify");
+  if (!Admit(call, request->request(),
+             static_cast<int64_t>(request->ByteSizeLong()))) {
+    return call;
+  }
+  if (request->device() == v1::VERIFY_DEVICE_CUDA &&
+      !options_.cuda_available) {
+    call->Complete(DeviceUnavailableError(
+        "cuda", "no usable GPU is visible to this server; use "
+                "VERIFY_DEVICE_SIM or a GPU verification endpoint"));
+    return call;
+  }
+  Submit(call, [this, call, request, response] {
+    RunVerify(call, *request, response);
+  });
+  return call;
+}
+
+void CompilerService::RunVerify(Call* call, const v1::VerifyRequest& request,
+                                v1::VerifyResponse* response) {
+  Clock::time_point start = Clock::now();
+  call->JobStarted();
+  if (options_.before_job_for_testing) options_.before_job_for_testing("Verify");
+  ContinueFn keep_going = [call] { return call->Wanted(Clock::now()); };
+  if (!keep_going()) {
+    call->Complete(call->Unwanted("while queued"));
+    return;
+  }
+
+  absl::StatusOr<LowerResult> lowered = ferry::Lower(request.request(), keep_going);
+  if (!lowered.ok()) {
+    call->Complete(lowered.status().code() == absl::StatusCode::kCancelled
+                       ? call->Unwanted("between passes")
+                       : InternalError(absl::StrCat(
+                             "lowering failed: ", lowered.status().message())));
+    return;
+  }
+  if (!lowered->ok && std::any_of(lowered->diagnostics.items().begin(),
+                                  lowered->diagnostics.items().end(),
+                                  IsMalformedRequestDiagnostic)) {
+    call->Complete(MalformedProgramError(lowered->diagnostics));
+    return;
+  }
+  response->set_lowered(lowered->ok);
+  DiagnosticsToProto(lowered->diagnostics, response->mutable_diagnostics());
+  StatsToProto(lowered->stats, response->mutable_stats());
+  RecordPasses(response->stats());
+  response->set_compiler_version(kCompilerVersion);
+  response->set_request_id(call->request_id());
+  if (!lowered->ok) {
+    call->SetOutcome("compile_failed");
+    call->Complete(grpc::Status::OK);
+    return;
+  }
+
+  Diagnostics import_diagnostics;
+  Program original =
+      ImportProgram(request.request().program(), import_diagnostics);
+  VerifyOptions options;
+  options.device = DeviceFromProto(request.device());
+  options.seed = request.seed();
+  options.keep_going = keep_going;
+  absl::StatusOr<VerifyReport> report =
+      VerifyPrograms(original, lowered->program, options);
+  RecordJobTime(Clock::now() - start);
+  if (!report.ok()) {
+    switch (report.status().code()) {
+      case absl::StatusCode::kFailedPrecondition:
+        metrics_.RecordVerification("none", "error");
+        call->Complete(DeviceUnavailableError(
+            request.device() == v1::VERIFY_DEVICE_CUDA ? "cuda" : "auto",
+            report.status().message()));
+        return;
+      case absl::StatusCode::kCancelled:
+        call->Complete(call->Unwanted("while verifying"));
+        return;
+      default:
+        metrics_.RecordVerification("none", "error");
+        call->Complete(InternalError(absl::StrCat(
+            "verification failed: ", report.status().message())));
+        return;
+    }
+  }
+  if (!call->Wanted(Clock::now())) {
+    call->Complete(call->Unwanted("while verifying"));
+    return;
+  }
+  ReportToProto(*report, response->mutable_report());
+  response->set_device(report->device);
+  response->set_ok(report->ok);
+  if (request.include_program()) {
+    ExportProgram(lowered->program, response->mutable_program());
+  }
+  absl::string_view result =
+      report->ok ? "match" : (report->error.empty() ? "mismatch" : "error");
+  metrics_.RecordVerification(report->device, result);
+  call->SetOutcome(report->ok ? "verified" : "verify_failed");
+  call->Complete(grpc::Status::OK);
+}
+
+// ---------------------------------------------------------------------------
+// GetCapabilities: cheap and static, answered on the gRPC thread.
+
+v1::GetCapabilitiesResponse CompilerService::Capabilities() const {
+  v1::GetCapabilitiesResponse caps;
+  caps.set_api_version(kApiVersion);
+  caps.set_compiler_version(kCompilerVersion);
+  v1::Limits* limits = caps.mutable_limits();
+  limits->set_max_request_bytes(options_.max_request_bytes);
+  limits->set_max_response_bytes(options_.max_response_bytes);
+  limits->set_max_nodes(options_.max_nodes);
+  limits->set_max_concurrent_jobs(executor_.workers());
+  limits->set_queue_depth(executor_.queue_depth());
+  limits->set_default_deadline_ms(options_.default_deadline.count());
+  limits->set_max_deadline_ms(options_.max_deadline.count());
+  for (const char* pass : kPasses) caps.add_passes(pass);
+  const google::protobuf::Descriptor* lower_options =
+      v1::LowerOptions::descriptor();
+  for (int i = 0; i < lower_options->field_count(); ++i) {
+    caps.add_lower_options(lower_options->field(i)->name());
+  }
+  const google::protobuf::EnumDescriptor* partitioners =
+      v1::PartitionerKind_descriptor();
+  for (int i = 0; i < partitioners->value_count(); ++i) {
+    caps.add_partitioners(partitioners->value(i)->name());
+  }
+  v1::BackendInfo* cuda_backend = caps.add_backends();
+  cuda_backend->set_id("FerryCudaBackend");
+  cuda_backend->add_device_types("cuda");
+  v1::BackendInfo* host_backend = caps.add_backends();
+  host_backend->set_id("FerryHostBackend");
+  host_backend->add_device_types("cpu");
+  for (const std::string& device : options_.visible_devices) {
+    caps.add_devices(device);
+  }
+  caps.add_verify_devices(v1::VERIFY_DEVICE_AUTO);
+  caps.add_verify_devices(v1::VERIFY_DEVICE_SIM);
+  if (options_.cuda_available) caps.add_verify_devices(v1::VERIFY_DEVICE_CUDA);
+  caps.set_digest_function("sha256");
+  caps.set_cache_bytes(options_.cache_bytes);
+  caps.set_requires_token(!options_.tokens.empty());
+  return caps;
+}
+
+grpc::ServerUnaryReactor* CompilerService::GetCapabilities(
+    grpc::CallbackServerContext* context, const v1::GetCapabilitiesRequest*,
+    v1::GetCapabilitiesResponse* response) {
+  Call* call = new Call(*this, context, "GetCapabilities");
+  // Answered while draining too: it is cheap and helps clients pick
+  // another replica.
+  if (!Authorize(call)) return call;
+  *response = Capabilities();
+  call->Complete(grpc::Status::OK);
+  return call;
+}
+
+}  // namespace ferry

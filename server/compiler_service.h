@@ -1,0 +1,129 @@
+// ferry.v1.Compiler on gRPC's callback API.
+//
+// A handler only checks what is cheap (token, size and node limits, the
+// verification device, the result cache), then hands the call to the
+// bounded executor and returns; passes and verification run on the
+// executor's workers, never on a gRPC thread. Between passes and between
+// verification steps the job asks whether anyone still wants the result
+// (not cancelled, not past its deadline, server not aborting).
+//
+// Identical Lower requests share one computation: the first becomes a
+// "flight" that later identical calls join while it runs; its result goes to
+// every caller and, when the program lowered, into the result cache.
+#ifndef FERRY_SERVER_COMPILER_SERVICE_H_
+#define FERRY_SERVER_COMPILER_SERVICE_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "ferry/v1/compiler.grpc.pb.h"
+#include "server/executor.h"
+#include "server/metrics.h"
+#include "server/request_log.h"
+#include "server/result_cache.h"
+
+namespace ferry {
+
+struct ServiceOptions {
+  int64_t max_request_bytes = int64_t{64} << 20;
+  int64_t max_response_bytes = int64_t{256} << 20;
+  int64_t max_nodes = 1'000'000;
+  std::chrono::milliseconds default_deadline{std::chrono::seconds(60)};
+  std::chrono::milliseconds max_deadline{std::chrono::seconds(600)};
+  // Accepted bearer tokens; empty: calls need none.
+  std::vector<std::string> tokens;
+  int64_t cache_bytes = int64_t{256} << 20;
+  // What the runtime sees, probed once at start.
+  bool cuda_available = false;
+  std::vector<std::string> visible_devices;
+  // For tests: runs on the worker at the start of every job, with the
+  // method name ("Lower", "Verify").
+  std::function<void(absl::string_view method)> before_job_for_testing;
+};
+
+// Metadata a caller may send.
+inline constexpr char kRequestIdHeader[] = "x-request-id";
+// "bypass": neither read nor fill the result cache, and do not share a
+// computation with identical requests (load tests, cache debugging).
+inline constexpr char kCacheControlHeader[] = "ferry-cache";
+
+class CompilerService final : public v1::Compiler::CallbackService {
+ public:
+  CompilerService(ServiceOptions options, BoundedExecutor& executor,
+                  ServiceMetrics& metrics, Logger& logger);
+  ~CompilerService() override;
+
+  grpc::ServerUnaryReactor* Lower(grpc::CallbackServerContext* context,
+                                  const v1::LowerRequest* request,
+                                  v1::LowerResponse* response) override;
+  grpc::ServerUnaryReactor* Verify(grpc::CallbackServerContext* context,
+                                   const v1::VerifyRequest* request,
+                                   v1::VerifyResponse* response) override;
+  grpc::ServerUnaryReactor* GetCapabilities(
+      grpc::CallbackServerContext* context,
+      const v1::GetCapabilitiesRequest* request,
+      v1::GetCapabilitiesResponse* response) override;
+
+  // New calls are refused with UNAVAILABLE from now on; accepted work
+  // continues.
+  void StartDraining();
+  // Work still running stops at its next check (the drain grace is over).
+  void AbortInFlight();
+  bool draining() const { return draining_.load(); }
+
+  // The capabilities this server advertises (also for tests and the docs).
+  v1::GetCapabilitiesResponse Capabilities() const;
+  ServiceMetrics::Gauges Gauges() const;
+  const ResultCache& cache() const { return cache_; }
+
+  class Call;  // one RPC's reactor (compiler_service.cc)
+
+ private:
+  struct LowerFlight;
+
+  // Checks the bearer token; finishes `call` with UNAUTHENTICATED and
+  // returns false when it is missing or wrong.
+  bool Authorize(Call* call);
+  // Admission shared by Lower and Verify; finishes `call` and returns false
+  // when the request may not proceed.
+  bool Admit(Call* call, const v1::LowerRequest& request, int64_t bytes);
+  void SubmitLowerFlight(std::shared_ptr<LowerFlight> flight);
+  void RunLowerFlight(LowerFlight& flight);
+  void FinishLowerFlight(LowerFlight& flight, const grpc::Status& status,
+                         std::shared_ptr<const v1::LowerResponse> response,
+                         v1::LowerResponse* owned);
+  void RunVerify(Call* call, const v1::VerifyRequest& request,
+                 v1::VerifyResponse* response);
+  bool Submit(Call* call, std::function<void()> job);
+  std::chrono::milliseconds EstimatedRetryDelay() const;
+  void RecordJobTime(std::chrono::steady_clock::duration elapsed);
+  void RecordPasses(const v1::LowerStats& stats);
+
+  const ServiceOptions options_;
+  BoundedExecutor& executor_;
+  ServiceMetrics& metrics_;
+  Logger& logger_;
+  ResultCache cache_;
+  std::atomic<bool> draining_{false};
+  std::atomic<bool> aborting_{false};
+
+  std::mutex flights_mutex_;
+  std::map<std::string, std::shared_ptr<LowerFlight>> flights_;
+
+  mutable std::mutex job_time_mutex_;
+  double mean_job_ms_ = 100;
+
+  friend class Call;
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_SERVER_COMPILER_SERVICE_H_

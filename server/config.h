@@ -1,0 +1,84 @@
+// ferryd's configuration: command-line flags and a config file with the same
+// keys. Flag names are part of the interface (scripts and the Kubernetes
+// manifests rely on them); see docs/service.md.
+//
+// Config file: one `key = value` per line, keys spelled as the flags without
+// the leading dashes, `#` starts a comment. Flags override the file.
+#ifndef FERRY_SERVER_CONFIG_H_
+#define FERRY_SERVER_CONFIG_H_
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace ferry {
+
+struct ServerConfig {
+  // HOST:PORT of the gRPC endpoint; port 0 picks a free port.
+  std::string listen = "127.0.0.1:50051";
+  // HOST:PORT of the Prometheus endpoint (/metrics); empty: none.
+  std::string metrics_listen;
+  // Path of the config file that was read, if any.
+  std::string config_path;
+  // Largest serialized request accepted (and response sent).
+  int64_t max_message_bytes = int64_t{64} << 20;
+  // Most nodes in one program (methods and lowered-module graphs together).
+  int64_t max_nodes = 1'000'000;
+  // Worker threads: jobs that run at once.
+  int workers = 2;
+  // Jobs that may wait for a worker.
+  int queue_depth = 64;
+  std::chrono::milliseconds default_deadline{std::chrono::seconds(60)};
+  std::chrono::milliseconds max_deadline{std::chrono::seconds(600)};
+  // PEM files. cert+key enable TLS; client_ca additionally requires and
+  // verifies client certificates (mTLS).
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_client_ca;
+  // File of accepted bearer tokens, one per line; empty: no token needed.
+  std::string token_file;
+  // Capacity of the result cache in bytes; 0 disables it.
+  int64_t cache_bytes = int64_t{256} << 20;
+  // How long in-flight work may take to finish after SIGTERM.
+  std::chrono::milliseconds drain_grace{std::chrono::seconds(20)};
+};
+
+// What the command line asked for besides serving.
+struct CommandLine {
+  ServerConfig config;
+  bool help = false;
+  bool version = false;
+  // `--probe ADDR`: check the health of a running server and exit (used as
+  // the container's health check); `--probe-service` names the service.
+  std::string probe_address;
+  std::string probe_service;
+};
+
+// Parses `--key=value` / `--key value` flags. `--config FILE` is read first
+// wherever it appears; flags then override its values. InvalidArgument for
+// an unknown key or a malformed value, naming the key.
+absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& args);
+
+// Reads `key = value` lines into `config`.
+absl::Status ApplyConfigText(absl::string_view text, absl::string_view origin,
+                             ServerConfig& config);
+
+// Cross-field checks (tls key without cert, max < default deadline, ...).
+absl::Status ValidateConfig(const ServerConfig& config);
+
+// The --help text.
+std::string Usage();
+
+// "30s", "500ms", "2m", "1h"; a bare number is seconds.
+absl::StatusOr<std::chrono::milliseconds> ParseDuration(absl::string_view text);
+// "1048576", "64KiB", "64MiB", "1GiB", "10kB", "10MB", "1GB".
+absl::StatusOr<int64_t> ParseByteSize(absl::string_view text);
+
+}  // namespace ferry
+
+#endif  // FERRY_SERVER_CONFIG_H_

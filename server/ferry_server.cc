@@ -1,0 +1,235 @@
+#include "server/ferry_server.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/security/server_credentials.h>
+
+#include <algorithm>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "runtime/verify.h"
+#include "server/compiler_service.h"
+#include "server/executor.h"
+#include "server/metrics.h"
+#include "server/metrics_http.h"
+#include "server/request_log.h"
+#include "server/version.h"
+
+namespace ferry {
+namespace {
+
+absl::StatusOr<std::string> ReadFile(const std::string& path,
+                                     absl::string_view what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::NotFoundError(absl::StrCat("cannot read ", what, " ", path));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+absl::StatusOr<std::vector<std::string>> ReadTokens(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadFile(path, "--token-file");
+  if (!text.ok()) return text.status();
+  std::vector<std::string> tokens;
+  for (absl::string_view line : absl::StrSplit(*text, '\n')) {
+    line = absl::StripAsciiWhitespace(line);
+    if (!line.empty() && line.front() != '#') tokens.emplace_back(line);
+  }
+  if (tokens.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--token-file ", path, " holds no token"));
+  }
+  return tokens;
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(
+    const ServerConfig& config) {
+  if (config.tls_cert.empty()) return grpc::InsecureServerCredentials();
+  absl::StatusOr<std::string> cert = ReadFile(config.tls_cert, "--tls-cert");
+  if (!cert.ok()) return cert.status();
+  absl::StatusOr<std::string> key = ReadFile(config.tls_key, "--tls-key");
+  if (!key.ok()) return key.status();
+  grpc::SslServerCredentialsOptions options(
+      GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  options.pem_key_cert_pairs.push_back({*key, *cert});
+  if (!config.tls_client_ca.empty()) {
+    absl::StatusOr<std::string> ca =
+        ReadFile(config.tls_client_ca, "--tls-client-ca");
+    if (!ca.ok()) return ca.status();
+    options.pem_root_certs = *ca;
+    options.client_certificate_request =
+        GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
+  return grpc::SslServerCredentials(options);
+}
+
+// gRPC's own receive limit sits above --max-message-bytes so that a request
+// just over the limit reaches the service and gets a QuotaFailure naming
+// the limit; far larger ones are cut off by gRPC itself.
+int TransportReceiveLimit(int64_t max_message_bytes) {
+  int64_t limit = 2 * max_message_bytes + (int64_t{1} << 16);
+  return static_cast<int>(
+      std::min<int64_t>(limit, std::numeric_limits<int32_t>::max()));
+}
+
+// Responses (lowered programs) may be larger than the request that asked.
+int64_t ResponseLimit(int64_t max_message_bytes) {
+  return std::min<int64_t>(4 * max_message_bytes,
+                           std::numeric_limits<int32_t>::max());
+}
+
+}  // namespace
+
+FerryServer::FerryServer() = default;
+
+FerryServer::~FerryServer() { Drain(std::chrono::milliseconds(0)); }
+
+absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(
+    const ServerConfig& config, ServerHooks hooks) {
+  if (absl::Status status = ValidateConfig(config); !status.ok()) {
+    return status;
+  }
+  std::unique_ptr<FerryServer> server(new FerryServer());
+  server->config_ = config;
+  server->logger_ = std::make_unique<Logger>(hooks.log_sink);
+  server->metrics_ = std::make_unique<ServiceMetrics>();
+
+  ServiceOptions options;
+  options.max_request_bytes = config.max_message_bytes;
+  options.max_response_bytes = ResponseLimit(config.max_message_bytes);
+  options.max_nodes = config.max_nodes;
+  options.default_deadline = config.default_deadline;
+  options.max_deadline = config.max_deadline;
+  options.cache_bytes = config.cache_bytes;
+  if (!config.token_file.empty()) {
+    absl::StatusOr<std::vector<std::string>> tokens =
+        ReadTokens(config.token_file);
+    if (!tokens.ok()) return tokens.status();
+    options.tokens = *std::move(tokens);
+  }
+  options.cuda_available = !hooks.force_no_cuda && CudaAvailable();
+  options.visible_devices = VisibleDevices();
+  if (hooks.force_no_cuda) {
+    std::erase_if(options.visible_devices, [](const std::string& device) {
+      return device.rfind("cuda", 0) == 0;
+    });
+  }
+  options.before_job_for_testing = hooks.before_job;
+  bool cuda_available = options.cuda_available;
+  std::string devices = absl::StrJoin(options.visible_devices, ",");
+
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      Credentials(config);
+  if (!credentials.ok()) return credentials.status();
+
+  server->executor_ =
+      std::make_unique<BoundedExecutor>(config.workers, config.queue_depth);
+  server->service_ = std::make_unique<CompilerService>(
+      std::move(options), *server->executor_, *server->metrics_,
+      *server->logger_);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(config.listen, *credentials, &port);
+  builder.RegisterService(server->service_.get());
+  builder.SetMaxReceiveMessageSize(
+      TransportReceiveLimit(config.max_message_bytes));
+  builder.SetMaxSendMessageSize(
+      static_cast<int>(ResponseLimit(config.max_message_bytes)));
+  server->server_ = builder.BuildAndStart();
+  if (server->server_ == nullptr || port == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on --listen ", config.listen));
+  }
+  std::string host;
+  int requested_port = 0;
+  if (!SplitHostPort(config.listen, &host, &requested_port)) {
+    host = config.listen.substr(0, config.listen.rfind(':'));
+  }
+  bool v6 = host.find(':') != std::string::npos;
+  server->address_ = v6 ? absl::StrCat("[", host, "]:", port)
+                        : absl::StrCat(host, ":", port);
+
+  grpc::HealthCheckServiceInterface* health =
+      server->server_->GetHealthCheckService();
+  health->SetServingStatus("", true);
+  health->SetServingStatus(kHealthCompiler, true);
+  health->SetServingStatus(kHealthGpu, cuda_available);
+
+  if (!config.metrics_listen.empty()) {
+    FerryServer* self = server.get();
+    absl::StatusOr<std::unique_ptr<MetricsHttpServer>> metrics_http =
+        MetricsHttpServer::Start(config.metrics_listen,
+                                 [self] { return self->RenderMetrics(); });
+    if (!metrics_http.ok()) return metrics_http.status();
+    server->metrics_http_ = *std::move(metrics_http);
+  }
+
+  LogLine line("start");
+  line.Str("version", kCompilerVersion)
+      .Str("listen", server->address_)
+      .Str("metrics", server->metrics_address())
+      .Bool("tls", !config.tls_cert.empty())
+      .Bool("mtls", !config.tls_client_ca.empty())
+      .Bool("token", !config.token_file.empty())
+      .Int("workers", config.workers)
+      .Int("queue_depth", config.queue_depth)
+      .Int("max_message_bytes", config.max_message_bytes)
+      .Int("cache_bytes", config.cache_bytes)
+      .Str("devices", devices)
+      .Bool("gpu", cuda_available);
+  server->logger_->Write(line);
+  return server;
+}
+
+std::string FerryServer::metrics_address() const {
+  return metrics_http_ ? metrics_http_->address() : "";
+}
+
+std::string FerryServer::RenderMetrics() const {
+  return metrics_->Render(service_->Gauges());
+}
+
+void FerryServer::Drain(std::chrono::milliseconds grace) {
+  if (drained_ || server_ == nullptr) return;
+  drained_ = true;
+  auto start = std::chrono::steady_clock::now();
+  logger_->Write(LogLine("drain").Int("grace_ms", grace.count()).Int(
+      "in_flight", executor_->queued() + executor_->running()));
+  // 1. Readiness fails everywhere, so endpoints stop sending new work.
+  server_->GetHealthCheckService()->Shutdown();
+  // 2. New calls are refused; accepted work continues.
+  service_->StartDraining();
+  executor_->Close();
+  // 3. In-flight work gets the grace period; what is left is told to stop.
+  bool finished = executor_->WaitIdle(start + grace);
+  if (!finished) {
+    service_->AbortInFlight();
+    executor_->WaitIdle(std::chrono::steady_clock::now() +
+                        std::chrono::seconds(10));
+  }
+  // 4. Every call has been answered; close the transport.
+  server_->Shutdown(std::chrono::system_clock::now() +
+                    std::chrono::milliseconds(500));
+  server_->Wait();
+  if (metrics_http_) metrics_http_->Stop();
+  double elapsed_ms = std::chrono::duration<double, std::milli>(
+                          std::chrono::steady_clock::now() - start)
+                          .count();
+  logger_->Write(LogLine("stopped")
+                     .Bool("in_flight_finished", finished)
+                     .Num("drain_ms", elapsed_ms));
+}
+
+}  // namespace ferry

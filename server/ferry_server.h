@@ -1,0 +1,85 @@
+// ferryd assembled: the gRPC server (Compiler service, health, reflection),
+// the bounded executor, the result cache, metrics and their HTTP endpoint.
+// ferryd's main() and the end-to-end tests both start it through here.
+#ifndef FERRY_SERVER_FERRY_SERVER_H_
+#define FERRY_SERVER_FERRY_SERVER_H_
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include "absl/strings/string_view.h"
+
+#include "absl/status/statusor.h"
+#include "server/config.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace ferry {
+
+class BoundedExecutor;
+class CompilerService;
+class Logger;
+class MetricsHttpServer;
+class ServiceMetrics;
+
+// Health service names (grpc.health.v1). "" is the process (liveness).
+inline constexpr char kHealthCompiler[] = "ferry.v1.Compiler";
+// SERVING only where a usable GPU is visible: readiness of the GPU
+// verification endpoint.
+inline constexpr char kHealthGpu[] = "ferry.v1.Compiler/gpu";
+
+struct ServerHooks {
+  // Receives each log line; empty: stderr.
+  std::function<void(absl::string_view)> log_sink;
+  // Runs at the start of every job on the worker (tests use it to hold
+  // workers busy).
+  std::function<void(absl::string_view method)> before_job;
+  // Overrides what the runtime reports (tests of the GPU paths on machines
+  // without one are not possible; this lets tests pin "no GPU").
+  bool force_no_cuda = false;
+};
+
+class FerryServer {
+ public:
+  // Reads the TLS and token files, binds the ports and starts serving.
+  static absl::StatusOr<std::unique_ptr<FerryServer>> Start(
+      const ServerConfig& config, ServerHooks hooks = {});
+  // Drains with no grace if Drain was not called.
+  ~FerryServer();
+
+  // HOST:PORT the gRPC server is bound to (the real port when 0 was asked).
+  const std::string& address() const { return address_; }
+  // HOST:PORT of /metrics; empty when disabled.
+  std::string metrics_address() const;
+
+  // The SIGTERM sequence: every health name NOT_SERVING, new calls refused
+  // (UNAVAILABLE), in-flight work given `grace` to finish, what is left
+  // aborted, then the server shut down. Idempotent.
+  void Drain(std::chrono::milliseconds grace);
+
+  CompilerService& service() { return *service_; }
+  ServiceMetrics& metrics() { return *metrics_; }
+  std::string RenderMetrics() const;
+
+ private:
+  FerryServer();
+
+  ServerConfig config_;
+  std::unique_ptr<Logger> logger_;
+  std::unique_ptr<ServiceMetrics> metrics_;
+  // The service is declared before the executor so that it outlives the
+  // executor's workers (members are destroyed in reverse order).
+  std::unique_ptr<CompilerService> service_;
+  std::unique_ptr<BoundedExecutor> executor_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<MetricsHttpServer> metrics_http_;
+  std::string address_;
+  bool drained_ = false;
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_SERVER_FERRY_SERVER_H_

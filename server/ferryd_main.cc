@@ -1,0 +1,92 @@
+// ferryd: the Ferry compilation service.
+//
+// Prints the bound gRPC address (HOST:PORT) as the first line of stdout and,
+// when --metrics-listen is set, the metrics address as the second; logs go
+// to stderr, one JSON object per line. SIGTERM or SIGINT drains (health
+// NOT_SERVING, new work refused, in-flight work finishes within
+// --drain-grace) and exits 0.
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "ferry/client.h"
+#include "server/config.h"
+#include "server/ferry_server.h"
+#include "server/version.h"
+
+namespace {
+
+// `ferryd --probe ADDR`: exit 0 when the server's health is SERVING. The
+// container image's HEALTHCHECK runs this (the image has no other client).
+int Probe(const ferry::CommandLine& command_line) {
+  ferry::ClientOptions options;
+  options.target = command_line.probe_address;
+  options.default_deadline = std::chrono::seconds(3);
+  options.retry.max_attempts = 1;
+  absl::StatusOr<std::unique_ptr<ferry::Client>> client =
+      ferry::Client::Create(options);
+  if (!client.ok()) {
+    std::cerr << "ferryd --probe: " << client.status() << "\n";
+    return 2;
+  }
+  absl::StatusOr<bool> serving =
+      (*client)->CheckHealth(command_line.probe_service);
+  if (!serving.ok()) {
+    std::cerr << "ferryd --probe: " << serving.status() << "\n";
+    return 1;
+  }
+  std::cout << (*serving ? "SERVING" : "NOT_SERVING") << "\n";
+  return *serving ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  absl::StatusOr<ferry::CommandLine> command_line =
+      ferry::ParseCommandLine(args);
+  if (!command_line.ok()) {
+    std::cerr << "ferryd: " << command_line.status().message() << "\n";
+    return 2;
+  }
+  if (command_line->help) {
+    std::cout << ferry::Usage();
+    return 0;
+  }
+  if (command_line->version) {
+    std::cout << "ferryd " << ferry::kCompilerVersion << " (API "
+              << ferry::kApiVersion << ")\n";
+    return 0;
+  }
+  if (!command_line->probe_address.empty()) return Probe(*command_line);
+
+  // Block the shutdown signals before any thread starts, so every thread
+  // inherits the mask and only sigwait below receives them.
+  sigset_t shutdown_signals;
+  sigemptyset(&shutdown_signals);
+  sigaddset(&shutdown_signals, SIGTERM);
+  sigaddset(&shutdown_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &shutdown_signals, nullptr);
+
+  absl::StatusOr<std::unique_ptr<ferry::FerryServer>> server =
+      ferry::FerryServer::Start(command_line->config);
+  if (!server.ok()) {
+    std::cerr << "ferryd: " << server.status().message() << "\n";
+    return 1;
+  }
+  std::cout << (*server)->address() << "\n";
+  if (!(*server)->metrics_address().empty()) {
+    std::cout << (*server)->metrics_address() << "\n";
+  }
+  std::cout.flush();
+
+  int signal_number = 0;
+  sigwait(&shutdown_signals, &signal_number);
+  (*server)->Drain(command_line->config.drain_grace);
+  server->reset();
+  return 0;
+}

@@ -1,0 +1,77 @@
+#include "server/metrics_http.h"
+
+#include <httplib.h>
+
+#include <chrono>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace ferry {
+
+bool SplitHostPort(absl::string_view host_port, std::string* host, int* port) {
+  size_t colon = host_port.rfind(':');
+  if (colon == absl::string_view::npos) return false;
+  absl::string_view host_part = host_port.substr(0, colon);
+  if (host_part.size() >= 2 && host_part.front() == '[' &&
+      host_part.back() == ']') {
+    host_part = host_part.substr(1, host_part.size() - 2);
+  }
+  int parsed = 0;
+  if (host_part.empty() ||
+      !absl::SimpleAtoi(host_port.substr(colon + 1), &parsed) || parsed < 0 ||
+      parsed > 65535) {
+    return false;
+  }
+  *host = std::string(host_part);
+  *port = parsed;
+  return true;
+}
+
+MetricsHttpServer::MetricsHttpServer()
+    : server_(std::make_unique<httplib::Server>()) {}
+
+MetricsHttpServer::~MetricsHttpServer() { Stop(); }
+
+absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
+    absl::string_view host_port, std::function<std::string()> render) {
+  std::string host;
+  int port = 0;
+  if (!SplitHostPort(host_port, &host, &port)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--metrics-listen: '", host_port, "' is not HOST:PORT"));
+  }
+  std::unique_ptr<MetricsHttpServer> metrics(new MetricsHttpServer());
+  metrics->server_->Get(
+      "/metrics", [render](const httplib::Request&, httplib::Response& res) {
+        res.set_content(render(), "text/plain; version=0.0.4; charset=utf-8");
+      });
+  if (port == 0) {
+    port = metrics->server_->bind_to_any_port(host);
+    if (port < 0) port = 0;
+  } else if (!metrics->server_->bind_to_port(host, port)) {
+    port = 0;
+  }
+  if (port == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", host_port, " for metrics"));
+  }
+  bool v6 = host.find(':') != std::string::npos;
+  metrics->address_ =
+      v6 ? absl::StrCat("[", host, "]:", port) : absl::StrCat(host, ":", port);
+  httplib::Server* server = metrics->server_.get();
+  metrics->thread_ = std::thread([server] { server->listen_after_bind(); });
+  // stop() only reaches a server that is already listening; wait for that so
+  // a quick Stop() cannot leave the thread running.
+  for (int i = 0; i < 2000 && !server->is_running(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return metrics;
+}
+
+void MetricsHttpServer::Stop() {
+  if (server_) server_->stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+}  // namespace ferry

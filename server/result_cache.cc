@@ -1,0 +1,58 @@
+#include "server/result_cache.h"
+
+#include <utility>
+
+namespace ferry {
+
+// Bookkeeping per entry (key, list node, hash node), so that many tiny
+// entries still count against the capacity.
+constexpr int64_t kEntryOverheadBytes = 128;
+
+ResultCache::ResultCache(int64_t capacity_bytes)
+    : capacity_bytes_(capacity_bytes) {}
+
+ResultCache::Value ResultCache::Lookup(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto found = index_.find(key);
+  if (found == index_.end()) return nullptr;
+  lru_.splice(lru_.begin(), lru_, found->second);
+  return found->second->value;
+}
+
+void ResultCache::Insert(const std::string& key, Value value, int64_t bytes) {
+  int64_t charged = bytes + static_cast<int64_t>(key.size()) + kEntryOverheadBytes;
+  if (charged > capacity_bytes_) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (auto found = index_.find(key); found != index_.end()) {
+    bytes_ -= found->second->bytes;
+    lru_.erase(found->second);
+    index_.erase(found);
+  }
+  while (bytes_ + charged > capacity_bytes_ && !lru_.empty()) {
+    Entry& oldest = lru_.back();
+    bytes_ -= oldest.bytes;
+    index_.erase(oldest.key);
+    lru_.pop_back();
+    ++evictions_;
+  }
+  lru_.push_front(Entry{key, std::move(value), charged});
+  index_.emplace(key, lru_.begin());
+  bytes_ += charged;
+}
+
+int64_t ResultCache::bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return bytes_;
+}
+
+int64_t ResultCache::entries() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return static_cast<int64_t>(lru_.size());
+}
+
+int64_t ResultCache::evictions() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return evictions_;
+}
+
+}  // namespace ferry

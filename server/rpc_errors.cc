@@ -1,0 +1,207 @@
+#include "server/rpc_errors.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "google/rpc/error_details.pb.h"
+#include "google/rpc/status.pb.h"
+
+namespace ferry {
+namespace {
+
+// Builds the google.rpc.Status and packs it into a grpc::Status.
+class RichStatus {
+ public:
+  RichStatus(grpc::StatusCode code, std::string message, absl::string_view reason) {
+    status_.set_code(code);
+    status_.set_message(std::move(message));
+    google::rpc::ErrorInfo info;
+    info.set_domain(kErrorDomain);
+    info.set_reason(std::string(reason));
+    Add(info);
+  }
+  RichStatus& Add(const google::protobuf::Message& detail) {
+    status_.add_details()->PackFrom(detail);
+    return *this;
+  }
+  grpc::Status Build() const {
+    return grpc::Status(static_cast<grpc::StatusCode>(status_.code()),
+                        status_.message(), status_.SerializeAsString());
+  }
+
+ private:
+  google::rpc::Status status_;
+};
+
+// "FERRY-E0123" -> 123; -1 when not an error code.
+int ErrorCodeNumber(absl::string_view code) {
+  constexpr absl::string_view kPrefix = "FERRY-E";
+  if (code.substr(0, kPrefix.size()) != kPrefix) return -1;
+  int number = -1;
+  if (!absl::SimpleAtoi(code.substr(kPrefix.size()), &number)) return -1;
+  return number;
+}
+
+std::string FieldPath(const Diagnostic& diagnostic) {
+  if (ErrorCodeNumber(diagnostic.code) / 100 == 5) return "options";
+  std::string field = "program";
+  if (!diagnostic.method.empty()) {
+    absl::StrAppend(&field, ".methods['", diagnostic.method, "']");
+  }
+  if (!diagnostic.nodes.empty()) {
+    absl::StrAppend(&field, ".nodes['", diagnostic.nodes.front(), "']");
+  }
+  return field;
+}
+
+}  // namespace
+
+bool IsMalformedRequestDiagnostic(const Diagnostic& diagnostic) {
+  if (diagnostic.severity != Severity::kError) return false;
+  int number = ErrorCodeNumber(diagnostic.code);
+  return number >= 100 && number < 600;
+}
+
+grpc::Status MalformedProgramError(const Diagnostics& diagnostics) {
+  google::rpc::BadRequest bad_request;
+  std::string first;
+  for (const Diagnostic& diagnostic : diagnostics.items()) {
+    if (!IsMalformedRequestDiagnostic(diagnostic)) continue;
+    google::rpc::BadRequest::FieldViolation* violation =
+        bad_request.add_field_violations();
+    violation->set_field(FieldPath(diagnostic));
+    violation->set_reason(diagnostic.code);
+    std::string description = absl::StrCat(diagnostic.code, ": ", diagnostic.message);
+    if (!diagnostic.hint.empty()) {
+      absl::StrAppend(&description, " (hint: ", diagnostic.hint, ")");
+    }
+    if (first.empty()) first = description;
+    violation->set_description(std::move(description));
+  }
+  int count = bad_request.field_violations_size();
+  std::string message =
+      count == 1 ? absl::StrCat("malformed program: ", first)
+                 : absl::StrCat("malformed program: ", count,
+                                " violations; first: ", first);
+  return RichStatus(grpc::StatusCode::INVALID_ARGUMENT, std::move(message),
+                    "MALFORMED_PROGRAM")
+      .Add(bad_request)
+      .Build();
+}
+
+grpc::Status InvalidFieldError(absl::string_view field,
+                               absl::string_view description,
+                               absl::string_view reason) {
+  google::rpc::BadRequest bad_request;
+  google::rpc::BadRequest::FieldViolation* violation =
+      bad_request.add_field_violations();
+  violation->set_field(std::string(field));
+  violation->set_description(std::string(description));
+  violation->set_reason(std::string(reason));
+  return RichStatus(grpc::StatusCode::INVALID_ARGUMENT,
+                    absl::StrCat(field, ": ", description), reason)
+      .Add(bad_request)
+      .Build();
+}
+
+grpc::Status OverLimitError(absl::string_view subject, int64_t value,
+                            int64_t limit, absl::string_view reason) {
+  google::rpc::QuotaFailure quota;
+  google::rpc::QuotaFailure::Violation* violation = quota.add_violations();
+  violation->set_subject(std::string(subject));
+  std::string description =
+      absl::StrCat(subject, " is ", value, ", over the limit of ", limit,
+                   " (see GetCapabilities.limits)");
+  violation->set_description(description);
+  return RichStatus(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                    absl::StrCat("request too large: ", description), reason)
+      .Add(quota)
+      .Build();
+}
+
+grpc::Status QueueFullError(int queue_depth,
+                            std::chrono::milliseconds retry_after) {
+  google::rpc::RetryInfo retry;
+  retry.mutable_retry_delay()->set_seconds(retry_after.count() / 1000);
+  retry.mutable_retry_delay()->set_nanos(
+      static_cast<int32_t>((retry_after.count() % 1000) * 1'000'000));
+  return RichStatus(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                    absl::StrCat("work queue full (", queue_depth,
+                                 " waiting); retry after ",
+                                 retry_after.count(), "ms"),
+                    "QUEUE_FULL")
+      .Add(retry)
+      .Build();
+}
+
+grpc::Status DeviceUnavailableError(absl::string_view device,
+                                    absl::string_view why) {
+  google::rpc::PreconditionFailure failure;
+  google::rpc::PreconditionFailure::Violation* violation =
+      failure.add_violations();
+  violation->set_type("DEVICE");
+  violation->set_subject(std::string(device));
+  violation->set_description(std::string(why));
+  return RichStatus(grpc::StatusCode::FAILED_PRECONDITION,
+                    absl::StrCat("verification device ", device,
+                                 " is not available: ", why),
+                    "DEVICE_UNAVAILABLE")
+      .Add(failure)
+      .Build();
+}
+
+grpc::Status DrainingError() {
+  return RichStatus(grpc::StatusCode::UNAVAILABLE,
+                    "server is shutting down; retry on another replica",
+                    "DRAINING")
+      .Build();
+}
+
+grpc::Status UnauthenticatedError(absl::string_view why) {
+  return RichStatus(grpc::StatusCode::UNAUTHENTICATED, std::string(why),
+                    "BAD_TOKEN")
+      .Build();
+}
+
+grpc::Status DeadlineExceededError(absl::string_view where) {
+  return RichStatus(grpc::StatusCode::DEADLINE_EXCEEDED,
+                    absl::StrCat("deadline exceeded ", where),
+                    "DEADLINE_EXCEEDED")
+      .Build();
+}
+
+grpc::Status CancelledError(absl::string_view where) {
+  return RichStatus(grpc::StatusCode::CANCELLED,
+                    absl::StrCat("call cancelled ", where), "CANCELLED")
+      .Build();
+}
+
+grpc::Status InternalError(absl::string_view message) {
+  return RichStatus(grpc::StatusCode::INTERNAL, std::string(message),
+                    "INTERNAL")
+      .Build();
+}
+
+absl::string_view StatusCodeName(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::OK: return "OK";
+    case grpc::StatusCode::CANCELLED: return "CANCELLED";
+    case grpc::StatusCode::UNKNOWN: return "UNKNOWN";
+    case grpc::StatusCode::INVALID_ARGUMENT: return "INVALID_ARGUMENT";
+    case grpc::StatusCode::DEADLINE_EXCEEDED: return "DEADLINE_EXCEEDED";
+    case grpc::StatusCode::NOT_FOUND: return "NOT_FOUND";
+    case grpc::StatusCode::ALREADY_EXISTS: return "ALREADY_EXISTS";
+    case grpc::StatusCode::PERMISSION_DENIED: return "PERMISSION_DENIED";
+    case grpc::StatusCode::UNAUTHENTICATED: return "UNAUTHENTICATED";
+    case grpc::StatusCode::RESOURCE_EXHAUSTED: return "RESOURCE_EXHAUSTED";
+    case grpc::StatusCode::FAILED_PRECONDITION: return "FAILED_PRECONDITION";
+    case grpc::StatusCode::ABORTED: return "ABORTED";
+    case grpc::StatusCode::OUT_OF_RANGE: return "OUT_OF_RANGE";
+    case grpc::StatusCode::UNIMPLEMENTED: return "UNIMPLEMENTED";
+    case grpc::StatusCode::INTERNAL: return "INTERNAL";
+    case grpc::StatusCode::UNAVAILABLE: return "UNAVAILABLE";
+    case grpc::StatusCode::DATA_LOSS: return "DATA_LOSS";
+    default: return "UNKNOWN";
+  }
+}
+
+}  // namespace ferry

@@ -1,0 +1,68 @@
+// Request-level failures as gRPC statuses carrying google.rpc details
+// (google.rpc.Status serialized into grpc::Status::error_details(), which
+// travels as the `grpc-status-details-bin` trailer).
+//
+// Every error also carries an ErrorInfo {domain "ferry.v1", reason} so that
+// clients can branch on a stable reason instead of parsing messages.
+#ifndef FERRY_SERVER_RPC_ERRORS_H_
+#define FERRY_SERVER_RPC_ERRORS_H_
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include "absl/strings/string_view.h"
+
+#include <grpcpp/support/status.h>
+
+#include "passes/diagnostics.h"
+
+namespace ferry {
+
+inline constexpr char kErrorDomain[] = "ferry.v1";
+
+// True for an error diagnostic that makes the request unusable: import,
+// structure, spec, schema/shape, lowered-module and option errors (codes
+// FERRY-E01xx to FERRY-E05xx). Errors from later passes (E06xx and up) are
+// compile failures: an OK response with ok=false.
+bool IsMalformedRequestDiagnostic(const Diagnostic& diagnostic);
+
+// INVALID_ARGUMENT + BadRequest with one field violation per malformed-
+// request error diagnostic (field "program.methods['m'].nodes['n']",
+// reason = the diagnostic code, description = "CODE: message").
+grpc::Status MalformedProgramError(const Diagnostics& diagnostics);
+
+// INVALID_ARGUMENT + BadRequest for one field.
+grpc::Status InvalidFieldError(absl::string_view field,
+                               absl::string_view description,
+                               absl::string_view reason);
+
+// RESOURCE_EXHAUSTED + QuotaFailure: the request is over a limit.
+grpc::Status OverLimitError(absl::string_view subject, int64_t value,
+                            int64_t limit, absl::string_view reason);
+
+// RESOURCE_EXHAUSTED + RetryInfo: the work queue is full.
+grpc::Status QueueFullError(int queue_depth, std::chrono::milliseconds retry_after);
+
+// FAILED_PRECONDITION + PreconditionFailure{type "DEVICE"}.
+grpc::Status DeviceUnavailableError(absl::string_view device,
+                                    absl::string_view why);
+
+// UNAVAILABLE: the server is draining (clients retry elsewhere).
+grpc::Status DrainingError();
+
+// UNAUTHENTICATED: no or a wrong bearer token.
+grpc::Status UnauthenticatedError(absl::string_view why);
+
+// DEADLINE_EXCEEDED / CANCELLED while `where` (queued, a pass, verifying).
+grpc::Status DeadlineExceededError(absl::string_view where);
+grpc::Status CancelledError(absl::string_view where);
+
+// INTERNAL, for a pipeline or runtime failure that is not the caller's.
+grpc::Status InternalError(absl::string_view message);
+
+// "OK", "INVALID_ARGUMENT", ... (metrics labels and logs).
+absl::string_view StatusCodeName(grpc::StatusCode code);
+
+}  // namespace ferry
+
+#endif  // FERRY_SERVER_RPC_ERRORS_H_

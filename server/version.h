@@ -1,0 +1,16 @@
+// The compiler version: reported by GetCapabilities, stamped on every
+// response and mixed into the result-cache key, so a new compiler never
+// serves an old compiler's results.
+#ifndef FERRY_SERVER_VERSION_H_
+#define FERRY_SERVER_VERSION_H_
+
+namespace ferry {
+
+// Bump on any change that can alter a lowered program or its diagnostics.
+inline constexpr char kCompilerVersion[] = "ferry-0.1.0";
+// Semantic version of the ferry.v1 wire API (proto/ferry/v1/compiler.proto).
+inline constexpr char kApiVersion[] = "1.0.0";
+
+}  // namespace ferry
+
+#endif  // FERRY_SERVER_VERSION_H_
