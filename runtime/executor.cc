@@ -42,6 +42,7 @@
 #include "passes/alias.h"
 #include "passes/schema.h"
 #include "passes/shape_rules.h"
+#include "runtime/absl_compat.h"
 #include "runtime/data_gen.h"
 #include "runtime/device.h"
 #include "runtime/host_kernels.h"
@@ -71,7 +72,7 @@ TensorView HostTensor::view() const {
 }
 
 std::string LayoutString(const TensorSpec& spec) {
-  return absl::StrCat(DTypeName(spec.dtype), "[", absl::StrJoin(spec.sizes, ","),
+  return absl::StrCat(AsAbsl(DTypeName(spec.dtype)), "[", absl::StrJoin(spec.sizes, ","),
                       "] strides [", absl::StrJoin(spec.Strides(), ","),
                       "] offset ", spec.storage_offset);
 }
@@ -143,7 +144,7 @@ struct Slot {
 };
 
 // Prefixes a status message, keeping its code.
-absl::Status WithContext(const absl::Status& status, std::string_view prefix) {
+absl::Status WithContext(const absl::Status& status, absl::string_view prefix) {
   if (status.ok()) return status;
   return absl::Status(status.code(), absl::StrCat(prefix, status.message()));
 }
@@ -177,7 +178,7 @@ struct ProgramState {
 
   // The host copy of constant `name`: its data, or data generated from its
   // seed, laid out as its spec says. Staged on first use.
-  absl::StatusOr<Storage> HostConstant(std::string_view name) {
+  absl::StatusOr<Storage> HostConstant(const std::string& name) {
     auto it = host_constants.find(name);
     if (it != host_constants.end()) return it->second;
     const Constant* constant = program.FindConstant(name);
@@ -202,16 +203,16 @@ struct ProgramState {
     } else {
       GenerateTensorData(constant->spec, constant->seed, storage->base);
     }
-    host_constants.emplace(std::string(name), *storage);
+    host_constants.emplace(name, *storage);
     return *storage;
   }
 
   // Constant `name` staged in `memory` (a module's owned constant).
-  absl::StatusOr<Storage> ConstantOn(std::string_view name,
+  absl::StatusOr<Storage> ConstantOn(const std::string& name,
                                      DeviceMemory* memory) {
     absl::StatusOr<Storage> host = HostConstant(name);
     if (!host.ok() || memory->is_host()) return host;
-    auto key = std::make_pair(std::string(name), memory);
+    auto key = std::make_pair(name, memory);
     auto it = device_constants.find(key);
     if (it != device_constants.end()) return it->second;
     absl::StatusOr<Storage> staged = Allocate(memory, host->bytes);
@@ -316,10 +317,10 @@ class MethodInstance {
   std::string NodePrefix(int32_t node) const {
     return absl::StrCat(context_, "node '", method_.nodes[node].name, "': ");
   }
-  absl::Status NodeError(int32_t node, std::string_view message) const {
+  absl::Status NodeError(int32_t node, absl::string_view message) const {
     return absl::InvalidArgumentError(absl::StrCat(NodePrefix(node), message));
   }
-  absl::Status FailedNode(int32_t node, std::string_view message) const {
+  absl::Status FailedNode(int32_t node, absl::string_view message) const {
     return absl::FailedPreconditionError(absl::StrCat(NodePrefix(node), message));
   }
 
@@ -330,7 +331,7 @@ class MethodInstance {
                                              const TensorSpec& spec);
   absl::Status LoadInput(int32_t node, std::span<const TensorBinding> bound_inputs,
                          int& next_bound);
-  absl::Status LoadConstantNode(int32_t node, std::string_view constant_name);
+  absl::Status LoadConstantNode(int32_t node, const std::string& constant_name);
   absl::Status LoadCall(int32_t node);
   absl::Status LoadMetadataCall(int32_t node, const OpSchema& schema,
                                 const std::vector<const Argument*>& bound);
@@ -604,7 +605,7 @@ absl::Status MethodInstance::LoadInput(int32_t node,
 // the host copy of the constant, read with the node's spec, which must lay
 // the elements out as the constant table does.
 absl::Status MethodInstance::LoadConstantNode(int32_t node,
-                                              std::string_view constant_name) {
+                                              const std::string& constant_name) {
   const Node& n = method_.nodes[node];
   const TensorSpec* spec = n.Spec();
   if (!spec) return NodeError(node, "program data must be a tensor");
@@ -635,7 +636,7 @@ absl::Status MethodInstance::LoadConstantNode(int32_t node,
 namespace {
 
 // A schema default's text as a kernel argument.
-KernelArg ParseDefault(const SchemaArgument& param, std::string_view text) {
+KernelArg ParseDefault(const SchemaArgument& param, absl::string_view text) {
   KernelArg arg;
   text = absl::StripAsciiWhitespace(text);
   int64_t int_value;
@@ -657,7 +658,7 @@ KernelArg ParseDefault(const SchemaArgument& param, std::string_view text) {
     arg.float_value = float_value;
   } else if (absl::ConsumePrefix(&text, "[") && absl::ConsumeSuffix(&text, "]")) {
     arg.kind = KernelArg::Kind::kInts;
-    for (std::string_view item : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
       int64_t v = 0;
       if (absl::SimpleAtoi(absl::StripAsciiWhitespace(item), &v)) arg.ints.push_back(v);
     }
@@ -806,7 +807,7 @@ absl::Status MethodInstance::LoadCall(int32_t node) {
   }
   // Strictness: a host operator reads and writes host memory only.
   if (placement_ == Placement::kPlanned && state_.strict()) {
-    auto check = [&](const TensorBinding& b, std::string_view what) {
+    auto check = [&](const TensorBinding& b, absl::string_view what) {
       if (!step->precheck.ok() || b.storage.memory->is_host()) return;
       step->precheck = FailedNode(
           node, absl::StrCat("host operator ", step->op, " given memory on ",
@@ -815,7 +816,7 @@ absl::Status MethodInstance::LoadCall(int32_t node) {
     for (size_t a = 0; a < schema.arguments.size(); ++a) {
       const Argument* arg = (*bound)[a];
       if (!arg) continue;
-      std::string_view param = schema.arguments[a].name;
+      const std::string& param = schema.arguments[a].name;
       if (arg->kind == ArgKind::kValue && !slots_[arg->value.node].scalar) {
         absl::StatusOr<TensorBinding> b = BindingOf(arg->value);
         if (b.ok())
@@ -1131,8 +1132,8 @@ absl::Status MethodInstance::WriteInput(const TensorBinding& binding,
   if (value.dtype != spec.dtype || value.sizes != spec.sizes ||
       static_cast<int64_t>(value.data.size()) != value.numel() * ElementSize(value.dtype)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        NodePrefix(node), "expects ", DTypeName(spec.dtype), "[",
-        absl::StrJoin(spec.sizes, ","), "], given ", DTypeName(value.dtype), "[",
+        NodePrefix(node), "expects ", AsAbsl(DTypeName(spec.dtype)), "[",
+        absl::StrJoin(spec.sizes, ","), "], given ", AsAbsl(DTypeName(value.dtype)), "[",
         absl::StrJoin(value.sizes, ","), "] with ", value.data.size(), " bytes"));
   }
   auto [first, last] = binding.Span();
@@ -1251,7 +1252,7 @@ absl::StatusOr<std::vector<HostTensor>> Executor::Run(
     const std::function<bool()>& keep_going) {
   auto it = impl_->methods.find(method);
   if (it == impl_->methods.end()) {
-    return absl::NotFoundError(absl::StrCat("method '", method, "' does not exist"));
+    return absl::NotFoundError(absl::StrCat("method '", AsAbsl(method), "' does not exist"));
   }
   if (absl::Status s = it->second->Run(inputs, keep_going ? &keep_going : nullptr);
       !s.ok())

@@ -20,6 +20,7 @@
 // is exactly an input (relu_(x)) run in place: element i is read before it
 // is written and never read again.
 #include "runtime/host_kernels.h"
+#include "runtime/absl_compat.h"
 
 #include <algorithm>
 #include <cmath>
@@ -73,13 +74,13 @@ TensorView TensorOrScalar(const KernelCall& call, size_t i, ScalarSlot& slot) {
   return ScalarAsTensor(arg, slot);
 }
 
-absl::Status KernelError(const KernelCall& call, std::string_view message) {
-  return absl::InvalidArgumentError(absl::StrCat(call.op, ": ", message));
+absl::Status KernelError(const KernelCall& call, absl::string_view message) {
+  return absl::InvalidArgumentError(absl::StrCat(AsAbsl(call.op), ": ", message));
 }
 
 absl::Status UnsupportedDType(const KernelCall& call, DType dtype) {
   return absl::UnimplementedError(absl::StrCat(
-      call.op, ": dtype ", DTypeName(dtype), " is not supported"));
+      AsAbsl(call.op), ": dtype ", AsAbsl(DTypeName(dtype)), " is not supported"));
 }
 
 absl::StatusOr<int64_t> NormalizeDim(const KernelCall& call, int64_t dim,

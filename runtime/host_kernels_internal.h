@@ -94,7 +94,7 @@ TensorView ScalarAsTensor(const KernelArg& arg, ScalarSlot& slot);
 TensorView TensorOrScalar(const KernelCall& call, size_t i, ScalarSlot& slot);
 
 // Errors worded "aten::mm: ...".
-absl::Status KernelError(const KernelCall& call, std::string_view message);
+absl::Status KernelError(const KernelCall& call, absl::string_view message);
 absl::Status UnsupportedDType(const KernelCall& call, DType dtype);
 
 // Normalizes a possibly negative dim against `ndim` (0-dim tensors accept

@@ -17,6 +17,7 @@
 #include <cmath>
 
 #include "runtime/host_kernels_internal.h"
+#include "runtime/absl_compat.h"
 
 namespace ferry::host {
 namespace {
@@ -246,10 +247,10 @@ absl::Status ConvolutionKernel(const KernelCall& call) {
   const KernelArg& bias = call.args[2];
   TensorView out = call.outputs[0];
   if (call.args[6].bool_value)
-    return absl::UnimplementedError(absl::StrCat(call.op, ": transposed convolution is not supported"));
+    return absl::UnimplementedError(absl::StrCat(AsAbsl(call.op), ": transposed convolution is not supported"));
   const int64_t spatial = in.dim() - 2;
   if (spatial != 1 && spatial != 2)
-    return absl::UnimplementedError(absl::StrCat(call.op, ": only 1-D and 2-D convolution are supported"));
+    return absl::UnimplementedError(absl::StrCat(AsAbsl(call.op), ": only 1-D and 2-D convolution are supported"));
   if (weight.dim() != in.dim() || out.dim() != in.dim())
     return KernelError(call, "input, weight and output ranks differ");
   auto param = [&](size_t i, int64_t d, int64_t fallback) {

@@ -1,4 +1,5 @@
 #include "runtime/tensor_view.h"
+#include "runtime/absl_compat.h"
 
 #include <algorithm>
 
@@ -28,7 +29,7 @@ std::pair<int64_t, int64_t> TensorView::ByteExtent() const {
 }
 
 std::string TensorView::DebugString() const {
-  return absl::StrCat(DTypeName(dtype), "[", absl::StrJoin(sizes, ","),
+  return absl::StrCat(AsAbsl(DTypeName(dtype)), "[", absl::StrJoin(sizes, ","),
                       "] strides [", absl::StrJoin(strides, ","), "]");
 }
 

@@ -21,36 +21,66 @@ using ::testing::StartsWith;
 // Every operator the registry must hold (DESIGN.md §2, the edge dialect).
 const std::vector<std::string>& ExpectedOps() {
   static const auto* ops = new std::vector<std::string>{
-      "aten::add.Tensor",         "aten::add.Scalar",
-      "aten::sub.Tensor",         "aten::sub.Scalar",
-      "aten::mul.Tensor",         "aten::mul.Scalar",
-      "aten::div.Tensor",         "aten::div.Scalar",
-      "aten::relu",               "aten::sin",
-      "aten::cos",                "aten::exp",
-      "aten::neg",                "aten::tanh",
-      "aten::sigmoid",            "aten::gelu",
-      "aten::relu_",              "aten::add_.Tensor",
-      "aten::add_.Scalar",        "aten::mul_.Tensor",
-      "aten::mul_.Scalar",        "aten::copy_",
-      "aten::fill_.Scalar",       "aten::view",
-      "aten::reshape",            "aten::transpose.int",
-      "aten::permute",            "aten::t",
-      "aten::expand",             "aten::slice.Tensor",
-      "aten::select.int",         "aten::unsqueeze",
-      "aten::squeeze.dim",        "aten::squeeze",
-      "aten::alias",              "aten::view_copy",
-      "aten::permute_copy",       "aten::transpose_copy.int",
-      "aten::t_copy",             "aten::expand_copy",
-      "aten::slice_copy.Tensor",  "aten::select_copy.int",
-      "aten::unsqueeze_copy",     "aten::squeeze_copy.dim",
-      "aten::alias_copy",         "aten::clone",
-      "aten::mm",                 "aten::addmm",
-      "aten::bmm",                "aten::linear",
-      "aten::sum.dim_IntList",    "aten::mean.dim",
-      "aten::amax",               "aten::_softmax",
-      "aten::native_layer_norm",  "aten::cat",
-      "aten::sym_size.int",       "aten::sym_numel",
-      "aten::sym_stride.int",     "et_copy::_h2d_copy",
+      "aten::add.Tensor",
+      "aten::add.Scalar",
+      "aten::sub.Tensor",
+      "aten::sub.Scalar",
+      "aten::mul.Tensor",
+      "aten::mul.Scalar",
+      "aten::div.Tensor",
+      "aten::div.Scalar",
+      "aten::relu",
+      "aten::sin",
+      "aten::cos",
+      "aten::exp",
+      "aten::neg",
+      "aten::tanh",
+      "aten::sigmoid",
+      "aten::gelu",
+      "aten::relu_",
+      "aten::add_.Tensor",
+      "aten::add_.Scalar",
+      "aten::mul_.Tensor",
+      "aten::mul_.Scalar",
+      "aten::copy_",
+      "aten::fill_.Scalar",
+      "aten::view",
+      "aten::reshape",
+      "aten::transpose.int",
+      "aten::permute",
+      "aten::t",
+      "aten::expand",
+      "aten::slice.Tensor",
+      "aten::select.int",
+      "aten::unsqueeze",
+      "aten::squeeze.dim",
+      "aten::squeeze",
+      "aten::alias",
+      "aten::view_copy",
+      "aten::permute_copy",
+      "aten::transpose_copy.int",
+      "aten::t_copy",
+      "aten::expand_copy",
+      "aten::slice_copy.Tensor",
+      "aten::select_copy.int",
+      "aten::unsqueeze_copy",
+      "aten::squeeze_copy.dim",
+      "aten::alias_copy",
+      "aten::clone",
+      "aten::mm",
+      "aten::addmm",
+      "aten::bmm",
+      "aten::linear",
+      "aten::sum.dim_IntList",
+      "aten::mean.dim",
+      "aten::amax",
+      "aten::_softmax",
+      "aten::native_layer_norm",
+      "aten::cat",
+      "aten::sym_size.int",
+      "aten::sym_numel",
+      "aten::sym_stride.int",
+      "et_copy::_h2d_copy",
       "et_copy::_d2h_copy",
   };
   return *ops;
@@ -58,8 +88,8 @@ const std::vector<std::string>& ExpectedOps() {
 
 bool IsView(const std::string& name) {
   static const auto* views = new std::vector<std::string>{
-      "aten::view",      "aten::reshape",   "aten::transpose.int",
-      "aten::permute",   "aten::t",         "aten::expand",
+      "aten::view",         "aten::reshape",    "aten::transpose.int",
+      "aten::permute",      "aten::t",          "aten::expand",
       "aten::slice.Tensor", "aten::select.int", "aten::unsqueeze",
       "aten::squeeze.dim",  "aten::squeeze",    "aten::alias"};
   return std::find(views->begin(), views->end(), name) != views->end();
@@ -70,17 +100,17 @@ bool IsInPlace(const std::string& name) {
       "aten::relu_",       "aten::add_.Tensor", "aten::add_.Scalar",
       "aten::mul_.Tensor", "aten::mul_.Scalar", "aten::copy_",
       "aten::fill_.Scalar"};
-  return std::find(in_place->begin(), in_place->end(), name) !=
-         in_place->end();
+  return std::find(in_place->begin(), in_place->end(), name) != in_place->end();
 }
 
-// --- A printer for round trips (test only) -------------------------------------
+// --- A printer for round trips (test only)
+// -------------------------------------
 
 std::string TypeToText(const SchemaArgument& arg) {
   static const char* const kBase[] = {
-      "Tensor", "int",  "float", "bool",       "Scalar",
-      "int",    "float", "bool", "Tensor",     "ScalarType",
-      "Layout", "Device", "MemoryFormat", "str", "Any"};
+      "Tensor", "int",    "float",        "bool",   "Scalar",
+      "int",    "float",  "bool",         "Tensor", "ScalarType",
+      "Layout", "Device", "MemoryFormat", "str",    "Any"};
   std::string text = kBase[static_cast<int>(arg.type.kind)];
   if (arg.alias) {
     text += "(" + arg.alias->set + (arg.alias->is_write ? "!" : "") + ")";
@@ -149,7 +179,8 @@ void ExpectSameSchema(const OpSchema& a, const OpSchema& b) {
   }
 }
 
-// --- The registry ----------------------------------------------------------------
+// --- The registry
+// ----------------------------------------------------------------
 
 TEST(RegistryTest, HoldsExactlyTheBuiltinOperators) {
   std::vector<std::string> expected = ExpectedOps();
@@ -266,7 +297,8 @@ TEST(RegistryTest, GeluDefaultsApproximateToNone) {
   EXPECT_EQ(approximate.default_value, "'none'");
 }
 
-// --- Parsing well-formed schemas ---------------------------------------------------
+// --- Parsing well-formed schemas
+// ---------------------------------------------------
 
 OpSchema MustParse(const std::string& text) {
   absl::StatusOr<OpSchema> schema = ParseSchema(text);
@@ -395,7 +427,8 @@ TEST(ParseSchemaTest, Returns) {
             SchemaTypeKind::kInt);
   EXPECT_EQ(MustParse("aten::f(Tensor self) -> SymInt").returns[0].type.kind,
             SchemaTypeKind::kInt);
-  OpSchema list = MustParse("aten::split(Tensor(a) self, int s) -> Tensor(a)[]");
+  OpSchema list =
+      MustParse("aten::split(Tensor(a) self, int s) -> Tensor(a)[]");
   EXPECT_EQ(list.returns[0].type.kind, SchemaTypeKind::kTensorList);
   EXPECT_EQ(list.AliasedArgument(0), 0);
 
@@ -403,7 +436,8 @@ TEST(ParseSchemaTest, Returns) {
   EXPECT_THAT(no_args.arguments, IsEmpty());
 }
 
-// --- Rejecting malformed schemas ------------------------------------------------------
+// --- Rejecting malformed schemas
+// ------------------------------------------------------
 
 struct Malformed {
   std::string text;
@@ -412,8 +446,9 @@ struct Malformed {
 
 TEST(ParseSchemaTest, RejectsMalformedSchemasWithAClearMessage) {
   const std::vector<Malformed> cases = {
-      {"", "column 1: expected a namespace such as 'aten', found the end of "
-           "the schema"},
+      {"",
+       "column 1: expected a namespace such as 'aten', found the end of "
+       "the schema"},
       {"relu(Tensor self) -> Tensor",
        "column 5: expected '::' after the namespace 'relu', found '('"},
       {"aten::(Tensor self) -> Tensor",
@@ -481,7 +516,8 @@ TEST(ParseSchemaTest, RejectsMalformedSchemasWithAClearMessage) {
 }
 
 TEST(ParseSchemaTest, DeeplyNestedDefaultIsRefusedNotOverflowed) {
-  std::string text = "aten::f(int[] x=" + std::string(100000, '[') + ") -> Tensor";
+  std::string text =
+      "aten::f(int[] x=" + std::string(100000, '[') + ") -> Tensor";
   absl::StatusOr<OpSchema> schema = ParseSchema(text);
   ASSERT_FALSE(schema.ok());
   EXPECT_THAT(std::string(schema.status().message()),
@@ -505,9 +541,8 @@ TEST(ParseSchemaTest, FuzzNeverCrashes) {
     if (iteration % 2 == 0) {
       int length = static_cast<int>(random() % 64);
       for (int i = 0; i < length; ++i) {
-        text += iteration % 4 == 0
-                    ? static_cast<char>(random() % 256)
-                    : alphabet[random() % alphabet.size()];
+        text += iteration % 4 == 0 ? static_cast<char>(random() % 256)
+                                   : alphabet[random() % alphabet.size()];
       }
     } else {
       text = seeds[random() % seeds.size()];

@@ -22,7 +22,8 @@ using ::testing::IsEmpty;
 
 using Sizes = std::vector<int64_t>;
 
-// --- Building calls --------------------------------------------------------------
+// --- Building calls
+// --------------------------------------------------------------
 
 Argument V(ValueId v) { return Argument::Value(v); }
 Argument I(int64_t value) {
@@ -150,7 +151,8 @@ MATCHER_P3(IsLayout, sizes, strides, offset, "") {
          layout.offset == offset;
 }
 
-// --- Helpers of the header -----------------------------------------------------------
+// --- Helpers of the header
+// -----------------------------------------------------------
 
 TEST(BroadcastShapesTest, FollowsATen) {
   EXPECT_EQ(BroadcastShapes({2, 1, 3}, {4, 3}), Sizes({2, 4, 3}));
@@ -241,13 +243,14 @@ TEST(ArgumentMatchesTypeTest, ValuesScalarsAndLists) {
   EXPECT_TRUE(ArgumentMatchesType(m, Values({x, x}), type("Tensor[]")));
   EXPECT_FALSE(ArgumentMatchesType(m, Values({x, n}), type("Tensor[]")));
   EXPECT_TRUE(ArgumentMatchesType(m, Values({n, n}), type("SymInt[]")));
-  EXPECT_TRUE(ArgumentMatchesType(m, DTypeArg(DType::kF16),
-                                  type("ScalarType?")));
+  EXPECT_TRUE(
+      ArgumentMatchesType(m, DTypeArg(DType::kF16), type("ScalarType?")));
   EXPECT_FALSE(ArgumentMatchesType(m, DTypeArg(DType::kF16), type("int")));
   EXPECT_TRUE(ArgumentMatchesType(m, I(3), type("Generator?")));  // Any
 }
 
-// --- kElementwise --------------------------------------------------------------------
+// --- kElementwise
+// --------------------------------------------------------------------
 
 TEST(ElementwiseTest, Broadcasts) {
   Graph g;
@@ -302,8 +305,8 @@ TEST(ElementwiseTest, InPlaceResultIsSelfExactly) {
   Graph g;
   // A transposed view at an offset, written in place.
   ValueId v = g.F32({4, 4}, {1, 4}, 2);
-  EXPECT_THAT(g.One("aten::relu_", {V(v)}), IsLayout(Sizes{4, 4},
-                                                     Sizes{1, 4}, 2));
+  EXPECT_THAT(g.One("aten::relu_", {V(v)}),
+              IsLayout(Sizes{4, 4}, Sizes{1, 4}, 2));
   ValueId row = g.F32({4});
   EXPECT_THAT(g.One("aten::add_.Tensor", {V(v), V(row)}),
               IsLayout(Sizes{4, 4}, Sizes{1, 4}, 2));
@@ -330,7 +333,8 @@ TEST(ElementwiseTest, InPlaceCannotResizeOrNarrow) {
   EXPECT_EQ(g.One("aten::add_.Scalar", {V(ints), I(1)}).dtype, DType::kI64);
 }
 
-// --- kSameAsSelf ------------------------------------------------------------------------
+// --- kSameAsSelf
+// ------------------------------------------------------------------------
 
 TEST(SameAsSelfTest, FreshResultsAreContiguous) {
   Graph g;
@@ -366,7 +370,8 @@ TEST(SameAsSelfTest, CopyAndFillInPlace) {
               IsLayout(Sizes{4, 4}, Sizes{1, 4}, 0));
 }
 
-// --- kMatmul ------------------------------------------------------------------------------
+// --- kMatmul
+// ------------------------------------------------------------------------------
 
 TEST(MatmulTest, Mm) {
   Graph g;
@@ -388,8 +393,9 @@ TEST(MatmulTest, Mm) {
 
 TEST(MatmulTest, BmmAddmmLinear) {
   Graph g;
-  EXPECT_EQ(g.One("aten::bmm", {V(g.F32({7, 2, 3})), V(g.F32({7, 3, 4}))}).sizes,
-            Sizes({7, 2, 4}));
+  EXPECT_EQ(
+      g.One("aten::bmm", {V(g.F32({7, 2, 3})), V(g.F32({7, 3, 4}))}).sizes,
+      Sizes({7, 2, 4}));
   EXPECT_THAT(g.Error("aten::bmm", {V(g.F32({7, 2, 3})), V(g.F32({6, 3, 4}))}),
               HasSubstr("batch sizes 7 and 6 differ"));
   ValueId mat1 = g.F32({2, 3});
@@ -417,7 +423,8 @@ TEST(MatmulTest, BmmAddmmLinear) {
               HasSubstr("'bias' of sizes [7] does not broadcast to [5,2,8]"));
 }
 
-// --- kView ----------------------------------------------------------------------------------
+// --- kView
+// ----------------------------------------------------------------------------------
 
 TEST(ViewTest, TransposePermuteT) {
   Graph g;
@@ -469,10 +476,10 @@ TEST(ViewTest, SliceClampsAndStepsOverNonContiguousInput) {
   EXPECT_THAT(g.One("aten::slice.Tensor", {V(x)}),
               IsLayout(Sizes{4, 6}, Sizes{1, 4}, 0));
   // Negative start; an end past the size (as exported graphs write INT64_MAX).
-  EXPECT_THAT(g.One("aten::slice.Tensor",
-                    {V(x), I(-1), I(-4),
-                     I(std::numeric_limits<int64_t>::max()), I(3)}),
-              IsLayout(Sizes{4, 2}, Sizes{1, 12}, 8));
+  EXPECT_THAT(
+      g.One("aten::slice.Tensor",
+            {V(x), I(-1), I(-4), I(std::numeric_limits<int64_t>::max()), I(3)}),
+      IsLayout(Sizes{4, 2}, Sizes{1, 12}, 8));
   // An empty slice when end < start; clamped start.
   EXPECT_THAT(g.One("aten::slice.Tensor", {V(x), I(0), I(3), I(1)}),
               IsLayout(Sizes{0, 6}, Sizes{1, 4}, 3));
@@ -562,7 +569,8 @@ TEST(ViewTest, ImpossibleViewsAreRefused) {
               HasSubstr("size [7] is invalid for 6 elements"));
 }
 
-// --- kCopy ----------------------------------------------------------------------------------
+// --- kCopy
+// ----------------------------------------------------------------------------------
 
 TEST(CopyTest, ViewSizesInFreshContiguousStorage) {
   Graph g;
@@ -589,19 +597,21 @@ TEST(CopyTest, ViewSizesInFreshContiguousStorage) {
               IsLayout(Sizes{3, 4}, Sizes{4, 1}, 0));
 }
 
-// --- kReduction -------------------------------------------------------------------------------
+// --- kReduction
+// -------------------------------------------------------------------------------
 
 TEST(ReductionTest, DimsKeepdimAndDtypes) {
   Graph g;
   ValueId x = g.F32({2, 3, 4});
   EXPECT_EQ(g.One("aten::sum.dim_IntList", {V(x), Ints({1})}).sizes,
             Sizes({2, 4}));
-  EXPECT_EQ(g.One("aten::sum.dim_IntList", {V(x), Ints({-1, 0}), B(true)}).sizes,
-            Sizes({1, 3, 1}));
+  EXPECT_EQ(
+      g.One("aten::sum.dim_IntList", {V(x), Ints({-1, 0}), B(true)}).sizes,
+      Sizes({1, 3, 1}));
   EXPECT_EQ(g.One("aten::sum.dim_IntList", {V(x), None()}).sizes, Sizes({}));
-  EXPECT_EQ(g.One("aten::mean.dim", {V(x), I(-2), Named("keepdim", B(true))})
-                .sizes,
-            Sizes({2, 1, 4}));
+  EXPECT_EQ(
+      g.One("aten::mean.dim", {V(x), I(-2), Named("keepdim", B(true))}).sizes,
+      Sizes({2, 1, 4}));
   // amax's `int[1] dim=[]`: every dim.
   EXPECT_EQ(g.One("aten::amax", {V(x)}).sizes, Sizes({}));
   EXPECT_EQ(g.One("aten::amax", {V(x), Ints({2}), B(true)}).sizes,
@@ -628,7 +638,8 @@ TEST(ReductionTest, DimsKeepdimAndDtypes) {
             Sizes({}));
 }
 
-// --- kCat ---------------------------------------------------------------------------------------
+// --- kCat
+// ---------------------------------------------------------------------------------------
 
 TEST(CatTest, AlongADim) {
   Graph g;
@@ -651,7 +662,8 @@ TEST(CatTest, AlongADim) {
               HasSubstr("expected at least one tensor"));
 }
 
-// --- kLayerNorm ----------------------------------------------------------------------------------
+// --- kLayerNorm
+// ----------------------------------------------------------------------------------
 
 TEST(LayerNormTest, OutMeanRstd) {
   Graph g;
@@ -680,7 +692,8 @@ TEST(LayerNormTest, OutMeanRstd) {
               HasSubstr("'weight' has sizes [3], not normalized_shape [4]"));
 }
 
-// --- kMetadata and no rule ---------------------------------------------------------------------
+// --- kMetadata and no rule
+// ---------------------------------------------------------------------
 
 TEST(MetadataTest, NoTensorResult) {
   Graph g;

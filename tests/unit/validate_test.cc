@@ -1,1 +1,787 @@
+// ValidateProgram: one case per diagnostic code it emits, asserting the code,
+// the node named first and (for the important ones) the exact message;
+// programs are written as text, imported, then validated.
+#include "passes/validate.h"
+
+#include <gmock/gmock.h>
+#include <google/protobuf/text_format.h>
 #include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "ferry/v1/program.pb.h"
+#include "passes/diagnostic_codes.h"
+#include "passes/diagnostics.h"
+#include "passes/ir.h"
+#include "passes/proto_io.h"
+
+namespace ferry {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+Program Import(const std::string& text) {
+  v1::Program proto;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &proto))
+      << text;
+  Diagnostics diagnostics;
+  Program program = ImportProgram(proto, diagnostics);
+  EXPECT_FALSE(diagnostics.HasErrors())
+      << FormatDiagnosticsText(diagnostics, "test");
+  return program;
+}
+
+Diagnostics Validate(const Program& program) {
+  Diagnostics diagnostics;
+  bool ok = ValidateProgram(program, diagnostics);
+  EXPECT_EQ(ok, !diagnostics.HasErrors());
+  return diagnostics;
+}
+
+Diagnostics ValidateText(const std::string& text) {
+  return Validate(Import(text));
+}
+
+// The only diagnostic, which must be an error.
+Diagnostic Only(const Diagnostics& diagnostics) {
+  EXPECT_EQ(diagnostics.items().size(), 1u)
+      << FormatDiagnosticsText(diagnostics, "test");
+  if (diagnostics.items().empty()) return Diagnostic{};
+  EXPECT_EQ(diagnostics.items()[0].severity, Severity::kError);
+  return diagnostics.items()[0];
+}
+
+std::string FirstNode(const Diagnostic& diagnostic) {
+  return diagnostic.nodes.empty() ? "" : diagnostic.nodes[0];
+}
+
+// A method "forward" whose body is `nodes` (text of Node messages).
+std::string Forward(const std::string& nodes) {
+  return "methods { name: 'forward' " + nodes + " }";
+}
+
+std::string Input(const std::string& name, const std::string& spec) {
+  return "nodes { name: '" + name + "' input { kind: USER_INPUT } tensor { " +
+         spec + " } }";
+}
+
+std::string Output(const std::string& value) {
+  return "nodes { name: 'out' output { values { value: '" + value + "' } } }";
+}
+
+// A module "m" adding its two user inputs, returning a tuple of one.
+std::string Module(const std::string& target_device, bool returns_tuple = true,
+                   int layouts = 2) {
+  std::string text = "modules { id: 'm' backend: 'FerryCudaBackend' ";
+  if (!target_device.empty()) {
+    text += "compile_specs { key: 'target_device' value: '" + target_device +
+            "' } ";
+  }
+  text += "graph { name: 'm' " + Input("a", "dtype: F32 sizes: [4, 4]") +
+          Input("b", "dtype: F32 sizes: [4, 4]") +
+          "nodes { name: 's' call { op: 'aten::add.Tensor' args { value: 'a' }"
+          " args { value: 'b' } } tensor { dtype: F32 sizes: [4, 4] } } " +
+          Output("s") + " } ";
+  for (int i = 0; i < layouts; ++i) {
+    text += "input_layouts { dtype: F32 sizes: [4, 4] } ";
+  }
+  text += returns_tuple ? "returns_tuple: true }" : "returns_tuple: false }";
+  return text;
+}
+
+const char kXY[] =
+    "nodes { name: 'x' input { kind: USER_INPUT } tensor { dtype: F32 sizes: "
+    "[4, 4] } } "
+    "nodes { name: 'y' input { kind: USER_INPUT } tensor { dtype: F32 sizes: "
+    "[4, 4] } } ";
+
+std::string DelegateCall(const std::string& result) {
+  return "nodes { name: 'd' delegate { module: 'm' args { value: 'x' } args { "
+         "value: 'y' } } " +
+         result + " } ";
+}
+
+const char kTupleResult[] = "tuple { elements { dtype: F32 sizes: [4, 4] } }";
+
+std::string DelegateProgram(const std::string& target_device) {
+  return Module(target_device) +
+         Forward(std::string(kXY) + DelegateCall(kTupleResult) +
+                 "nodes { name: 'g' getitem { source: 'd' index: 0 } tensor { "
+                 "dtype: F32 sizes: [4, 4] } } " +
+                 Output("g"));
+}
+
+// --- Clean programs
+// ----------------------------------------------------------------
+
+TEST(ValidateTest, CleanProgramHasNoDiagnostics) {
+  const std::string text = Module("cuda:0") + R"pb(
+    constants {
+      name: "w"
+      spec {
+        dtype: F32
+        sizes: [ 4, 4 ]
+      }
+      seed: 7
+    }
+    constants {
+      name: "c"
+      spec {
+        dtype: I32
+        sizes: [ 2 ]
+      }
+      data: "\001\000\000\000\002\000\000\000"
+    }
+    methods {
+      name: "forward"
+      nodes {
+        name: "x"
+        input { kind: USER_INPUT }
+        tensor {
+          dtype: F32
+          sizes: [ 4, 4 ]
+        }
+      }
+      nodes {
+        name: "y"
+        input { kind: USER_INPUT }
+        tensor {
+          dtype: F32
+          sizes: [ 4, 4 ]
+        }
+      }
+      nodes {
+        name: "w"
+        input { kind: PARAMETER target: "w" }
+        tensor {
+          dtype: F32
+          sizes: [ 4, 4 ]
+          strides: [ 1, 4 ]
+        }
+      }
+      nodes {
+        name: "c"
+        constant { name: "c" }
+        tensor {
+          dtype: I32
+          sizes: [ 2 ]
+        }
+      }
+      nodes {
+        name: "mm"
+        call {
+          op: "aten::mm"
+          args { value: "x" }
+          args { value: "w" }
+        }
+        tensor {
+          dtype: F32
+          sizes: [ 4, 4 ]
+        }
+      }
+      nodes {
+        name: "t"
+        call {
+          op: "aten::transpose.int"
+          args { value: "mm" }
+          args { int_value: 0 }
+          args { int_value: 1 }
+        }
+        tensor {
+          dtype: F32
+          sizes: [ 4, 4 ]
+          strides: [ 1, 4 ]
+        }
+      }
+      nodes {
+        name: "v"
+        call {
+          op: "aten::view"
+          args { value: "mm" }
+          args { ints { values: [ 16 ] } }
+        }
+        tensor {
+          dtype: F32
+          sizes: [ 16 ]
+        }
+      }
+      nodes {
+        name: "r"
+        call {
+          op: "aten::relu_"
+          args { value: "v" }
+        }
+        tensor {
+          dtype: F32
+          sizes: [ 16 ]
+        }
+      }
+      nodes {
+        name: "s"
+        call {
+          op: "aten::slice.Tensor"
+          args { value: "mm" }
+          args { int_value: 1 }
+          args { int_value: 1 }
+          args { int_value: 3 }
+        }
+        tensor {
+          dtype: F32
+          sizes: [ 4, 2 ]
+          strides: [ 4, 1 ]
+          storage_offset: 1
+        }
+      }
+      nodes {
+        name: "a"
+        call {
+          op: "aten::add.Scalar"
+          args { value: "c" }
+          args { int_value: 2 }
+        }
+        tensor {
+          dtype: I32
+          sizes: [ 2 ]
+        }
+      }
+      nodes {
+        name: "ln"
+        call {
+          op: "aten::native_layer_norm"
+          args { value: "y" }
+          args { ints { values: [ 4 ] } }
+          args { none {} }
+          args { none {} }
+          args { float_value: 1e-5 }
+        }
+        tuple {
+          elements {
+            dtype: F32
+            sizes: [ 4, 4 ]
+          }
+          elements {
+            dtype: F32
+            sizes: [ 4, 1 ]
+          }
+          elements {
+            dtype: F32
+            sizes: [ 4, 1 ]
+          }
+        }
+      }
+      nodes {
+        name: "ln0"
+        getitem { source: "ln" index: 0 }
+        tensor {
+          dtype: F32
+          sizes: [ 4, 4 ]
+        }
+      }
+      nodes {
+        name: "sum"
+        call {
+          op: "aten::sum.dim_IntList"
+          args { element { node: "ln" index: 1 } }
+          args { ints { values: [ -1 ] } }
+        }
+        tensor {
+          dtype: F32
+          sizes: [ 4 ]
+        }
+      }
+      nodes {
+        name: "n"
+        call {
+          op: "aten::sym_size.int"
+          args { value: "x" }
+          args { int_value: 0 }
+        }
+        scalar: SCALAR_INT
+      }
+      nodes {
+        name: "d"
+        delegate {
+          module: "m"
+          args { value: "t" }
+          args { value: "ln0" }
+        }
+        tuple {
+          elements {
+            dtype: F32
+            sizes: [ 4, 4 ]
+          }
+        }
+      }
+      nodes {
+        name: "g"
+        getitem { source: "d" index: 0 }
+        tensor {
+          dtype: F32
+          sizes: [ 4, 4 ]
+        }
+      }
+      nodes {
+        name: "cat"
+        call {
+          op: "aten::cat"
+          args {
+            values {
+              values { node: "g" }
+              values { node: "x" }
+            }
+          }
+          args { name: "dim" int_value: -1 }
+        }
+        tensor {
+          dtype: F32
+          sizes: [ 4, 8 ]
+        }
+      }
+      nodes {
+        name: "custom"
+        call {
+          op: "custom::scale_"
+          schema: "custom::scale_(Tensor(a!) self, float s) -> Tensor(a!)"
+          args { value: "cat" }
+          args { float_value: 2 }
+        }
+        tensor {
+          dtype: F32
+          sizes: [ 4, 8 ]
+        }
+      }
+      nodes {
+        name: "out"
+        output {
+          values { value: "custom" }
+          values { value: "s" }
+          values { value: "sum" }
+          values { value: "r" }
+          values { value: "a" }
+          values { value: "n" }
+        }
+      }
+    }
+  )pb";
+  Diagnostics diagnostics = ValidateText(text);
+  EXPECT_THAT(diagnostics.items(), IsEmpty())
+      << FormatDiagnosticsText(diagnostics, "test");
+}
+
+// --- Specs (E02xx)
+// -------------------------------------------------------------------
+
+TEST(ValidateTest, InvalidDType) {
+  // Import already refuses DTYPE_UNSPECIFIED; validation checks in-memory IR.
+  Program program =
+      Import(Forward(Input("x", "dtype: F32 sizes: [2]") + Output("x")));
+  program.methods[0].nodes[0].tensor.dtype = DType::kInvalid;
+  Diagnostic d = Only(Validate(program));
+  EXPECT_EQ(d.code, codes::kBadDType);
+  EXPECT_EQ(FirstNode(d), "x");
+  EXPECT_EQ(d.message, "'x' has no valid dtype");
+  EXPECT_EQ(d.method, "forward");
+}
+
+TEST(ValidateTest, StridesOfTheWrongRank) {
+  Diagnostic d = Only(ValidateText(Forward(
+      Input("x", "dtype: F32 sizes: [2, 3] strides: [1]") + Output("x"))));
+  EXPECT_EQ(d.code, codes::kBadStrides);
+  EXPECT_EQ(FirstNode(d), "x");
+  EXPECT_EQ(d.message, "'x' has 1 strides for 2 sizes");
+}
+
+TEST(ValidateTest, NegativeStrideAndOffset) {
+  Diagnostic d = Only(ValidateText(Forward(
+      Input("x", "dtype: F32 sizes: [2, 3] strides: [-3, 1]") + Output("x"))));
+  EXPECT_EQ(d.code, codes::kBadStrides);
+  EXPECT_EQ(d.message, "'x' has negative stride -3 in dim 0");
+  d = Only(ValidateText(Forward(
+      Input("x", "dtype: F32 sizes: [2] storage_offset: -1") + Output("x"))));
+  EXPECT_EQ(d.code, codes::kBadStrides);
+  EXPECT_EQ(d.message, "'x' has negative storage offset -1");
+}
+
+TEST(ValidateTest, NegativeSize) {
+  // The reader's shape rule is not run over the broken spec.
+  Diagnostic d = Only(ValidateText(
+      Forward(Input("x", "dtype: F32 sizes: [2, -3]") +
+              "nodes { name: 'r' call { op: 'aten::relu' args { value: 'x' } } "
+              "tensor { dtype: F32 sizes: [7] } } " +
+              Output("r"))));
+  EXPECT_EQ(d.code, codes::kBadSizes);
+  EXPECT_EQ(FirstNode(d), "x");
+  EXPECT_EQ(d.message, "'x' has negative size -3 in dim 1");
+}
+
+TEST(ValidateTest, OverflowingElementCountAndExtent) {
+  Diagnostic d = Only(ValidateText(Forward(
+      Input("x", "dtype: F32 sizes: [4611686018427387904, 4]") + Output("x"))));
+  EXPECT_EQ(d.code, codes::kSpecOverflow);
+  EXPECT_EQ(d.message,
+            "the element count of 'x' (sizes [4611686018427387904,4]) "
+            "overflows int64");
+  d = Only(ValidateText(Forward(
+      Input("x", "dtype: F32 sizes: [2, 2] strides: [4611686018427387904, 1]") +
+      Output("x"))));
+  EXPECT_EQ(d.code, codes::kSpecOverflow);
+  EXPECT_EQ(FirstNode(d), "x");
+  EXPECT_THAT(d.message, HasSubstr("the storage 'x' spans"));
+}
+
+TEST(ValidateTest, ConstantDataOfTheWrongSize) {
+  Diagnostic d = Only(ValidateText(
+      "constants { name: 'w' spec { dtype: F32 sizes: [2] } data: 'abc' } " +
+      Forward(Input("x", "dtype: F32 sizes: [2]") + Output("x"))));
+  EXPECT_EQ(d.code, codes::kOutsideStorage);
+  EXPECT_EQ(FirstNode(d), "w");
+  EXPECT_EQ(d.message,
+            "constant 'w' has 3 bytes of data, but its spec f32[2] with "
+            "strides [1] and offset 0 spans 8 bytes");
+  // Data covers the storage the spec spans, offset and gaps included.
+  Diagnostics clean = ValidateText(
+      "constants { name: 'w' spec { dtype: I8 sizes: [2] strides: [2] "
+      "storage_offset: 1 } data: 'abcd' } " +
+      Forward(Input("x", "dtype: F32 sizes: [2]") + Output("x")));
+  EXPECT_THAT(clean.items(), IsEmpty());
+}
+
+TEST(ValidateTest, NegativeDeviceIndex) {
+  Program program =
+      Import(Forward(Input("x", "dtype: F32 sizes: [2]") + Output("x")));
+  program.methods[0].nodes[0].tensor.SetDevice(Device::Cuda(-1));
+  Diagnostic d = Only(Validate(program));
+  EXPECT_EQ(d.code, codes::kBadDevice);
+  EXPECT_EQ(FirstNode(d), "x");
+  EXPECT_EQ(d.message,
+            "'x' is on device 'cuda:-1': the device index must be "
+            ">= 0");
+}
+
+// --- Calls (E03xx)
+// -------------------------------------------------------------------
+
+TEST(ValidateTest, Arity) {
+  Diagnostic d = Only(ValidateText(Forward(
+      Input("x", "dtype: F32 sizes: [2]") +
+      "nodes { name: 'r' call { op: 'aten::relu' args { value: 'x' } args { "
+      "value: 'x' } } tensor { dtype: F32 sizes: [2] } } " +
+      Output("r"))));
+  EXPECT_EQ(d.code, codes::kArity);
+  EXPECT_EQ(FirstNode(d), "r");
+  EXPECT_EQ(d.message, "'aten::relu' takes 1 argument, got 2 positional");
+
+  d = Only(ValidateText(Forward(
+      Input("x", "dtype: F32 sizes: [2]") +
+      "nodes { name: 'a' call { op: 'aten::add.Tensor' args { value: 'x' } } "
+      "tensor { dtype: F32 sizes: [2] } } " +
+      Output("a"))));
+  EXPECT_EQ(d.code, codes::kArity);
+  EXPECT_EQ(d.message, "'aten::add.Tensor' is missing argument 'other'");
+}
+
+TEST(ValidateTest, ArgumentType) {
+  Diagnostic d = Only(ValidateText(Forward(
+      Input("x", "dtype: F32 sizes: [2]") +
+      "nodes { name: 'a' call { op: 'aten::add.Tensor' args { value: 'x' } "
+      "args { int_value: 3 } } tensor { dtype: F32 sizes: [2] } } " +
+      Output("a"))));
+  EXPECT_EQ(d.code, codes::kArgumentType);
+  EXPECT_EQ(FirstNode(d), "a");
+  EXPECT_EQ(d.message,
+            "argument 'other' of 'aten::add.Tensor' must be Tensor, got int 3");
+
+  // A custom operator's own schema is checked too.
+  d = Only(ValidateText(Forward(
+      Input("x", "dtype: F32 sizes: [2]") +
+      "nodes { name: 'c' call { op: 'custom::scale_' schema: "
+      "'custom::scale_(Tensor(a!) self, float s) -> Tensor(a!)' args { value: "
+      "'x' } args { value: 'x' } } tensor { dtype: F32 sizes: [2] } } " +
+      Output("c"))));
+  EXPECT_EQ(d.code, codes::kArgumentType);
+  EXPECT_THAT(d.nodes, ElementsAre("c", "x"));
+  EXPECT_EQ(d.message,
+            "argument 's' of 'custom::scale_' must be float, got tensor 'x'");
+}
+
+TEST(ValidateTest, ShapeMismatchFromTheRule) {
+  Diagnostic d = Only(ValidateText(Forward(
+      Input("a", "dtype: F32 sizes: [2, 3]") +
+      Input("b", "dtype: F32 sizes: [4, 5]") +
+      "nodes { name: 'y' call { op: 'aten::mm' args { value: 'a' } args { "
+      "value: 'b' } } tensor { dtype: F32 sizes: [2, 5] } } " +
+      Output("y"))));
+  EXPECT_EQ(d.code, codes::kShapeMismatch);
+  EXPECT_EQ(FirstNode(d), "y");
+  EXPECT_EQ(d.message,
+            "aten::mm of f32[2,3] and f32[4,5]: inner dimensions 3 and 4 "
+            "differ");
+}
+
+TEST(ValidateTest, DeclaredSizesDifferFromTheComputedOnes) {
+  Diagnostic d = Only(ValidateText(Forward(
+      Input("a", "dtype: F32 sizes: [2, 3]") +
+      Input("b", "dtype: F32 sizes: [3, 5]") +
+      "nodes { name: 'y' call { op: 'aten::mm' args { value: 'a' } args { "
+      "value: 'b' } } tensor { dtype: F32 sizes: [2, 4] } } " +
+      Output("y"))));
+  EXPECT_EQ(d.code, codes::kShapeMismatch);
+  EXPECT_EQ(FirstNode(d), "y");
+  EXPECT_EQ(d.message,
+            "'aten::mm' computes f32[2,5], but 'y' is declared f32[2,4]");
+}
+
+TEST(ValidateTest, ViewStridesMustBeTheComputedOnes) {
+  Diagnostic d = Only(ValidateText(Forward(
+      Input("x", "dtype: F32 sizes: [2, 3]") +
+      "nodes { name: 't' call { op: 'aten::transpose.int' args { value: 'x' "
+      "} args { int_value: 0 } args { int_value: 1 } } tensor { dtype: F32 "
+      "sizes: [3, 2] } } " +
+      Output("t"))));
+  EXPECT_EQ(d.code, codes::kShapeMismatch);
+  EXPECT_EQ(FirstNode(d), "t");
+  EXPECT_EQ(d.message,
+            "'aten::transpose.int' computes f32[3,2] with strides [1,3] and "
+            "offset 0, but 't' is declared with strides [2,1] and offset 0");
+
+  // The same view of an impossible geometry is refused by the rule.
+  d = Only(ValidateText(Forward(
+      Input("x", "dtype: F32 sizes: [2, 3] strides: [1, 2]") +
+      "nodes { name: 'v' call { op: 'aten::view' args { value: 'x' } args { "
+      "ints { values: [6] } } } tensor { dtype: F32 sizes: [6] } } " +
+      Output("v"))));
+  EXPECT_EQ(d.code, codes::kShapeMismatch);
+  EXPECT_EQ(FirstNode(d), "v");
+  EXPECT_THAT(d.message,
+              HasSubstr("view is not compatible with input strides"));
+}
+
+TEST(ValidateTest, DTypeMismatch) {
+  Diagnostic d = Only(ValidateText(Forward(
+      Input("x", "dtype: F32 sizes: [4]") +
+      "nodes { name: 'y' call { op: 'aten::add.Tensor' args { value: 'x' } "
+      "args { value: 'x' } } tensor { dtype: I32 sizes: [4] } } " +
+      Output("y"))));
+  EXPECT_EQ(d.code, codes::kDTypeMismatch);
+  EXPECT_EQ(FirstNode(d), "y");
+  EXPECT_EQ(d.message,
+            "'aten::add.Tensor' computes f32[4], but 'y' is declared i32[4]");
+
+  // Operands the rule refuses for their dtypes are dtype mismatches too.
+  d = Only(ValidateText(Forward(
+      Input("a", "dtype: F32 sizes: [2, 3]") +
+      Input("b", "dtype: F16 sizes: [3, 2]") +
+      "nodes { name: 'y' call { op: 'aten::mm' args { value: 'a' } args { "
+      "value: 'b' } } tensor { dtype: F32 sizes: [2, 2] } } " +
+      Output("y"))));
+  EXPECT_EQ(d.code, codes::kDTypeMismatch);
+  EXPECT_EQ(FirstNode(d), "y");
+}
+
+TEST(ValidateTest, ResultCount) {
+  Diagnostic d = Only(ValidateText(Forward(
+      Input("x", "dtype: F32 sizes: [2, 4]") +
+      "nodes { name: 'ln' call { op: 'aten::native_layer_norm' args { value: "
+      "'x' } args { ints { values: [4] } } args { none {} } args { none {} } "
+      "args { float_value: 1e-5 } } tuple { elements { dtype: F32 sizes: [2, "
+      "4] } elements { dtype: F32 sizes: [2, 1] } } } " +
+      "nodes { name: 'g' getitem { source: 'ln' index: 0 } tensor { dtype: "
+      "F32 sizes: [2, 4] } } " +
+      Output("g"))));
+  EXPECT_EQ(d.code, codes::kResultCount);
+  EXPECT_EQ(FirstNode(d), "ln");
+  EXPECT_EQ(d.message,
+            "'aten::native_layer_norm' returns a tuple of 3, but 'ln' declares "
+            "a tuple of 2");
+
+  d = Only(ValidateText(Forward(
+      Input("x", "dtype: F32 sizes: [2, 4]") +
+      "nodes { name: 'n' call { op: 'aten::sym_size.int' args { value: 'x' } "
+      "args { int_value: 0 } } tensor { dtype: I64 sizes: [] } } " +
+      Output("n"))));
+  EXPECT_EQ(d.code, codes::kResultCount);
+  EXPECT_EQ(d.message,
+            "'aten::sym_size.int' returns a scalar, but 'n' declares a tensor");
+}
+
+TEST(ValidateTest, GetItemAndProgramDataMatchWhatTheyRead) {
+  Diagnostic d = Only(ValidateText(Forward(
+      Input("x", "dtype: F32 sizes: [2, 4]") +
+      "nodes { name: 'ln' call { op: 'aten::native_layer_norm' args { value: "
+      "'x' } args { ints { values: [4] } } args { none {} } args { none {} } "
+      "args { float_value: 1e-5 } } tuple { elements { dtype: F32 sizes: [2, "
+      "4] } elements { dtype: F32 sizes: [2, 1] } elements { dtype: F32 "
+      "sizes: [2, 1] } } } " +
+      "nodes { name: 'g' getitem { source: 'ln' index: 1 } tensor { dtype: "
+      "F32 sizes: [2, 4] } } " +
+      Output("g"))));
+  EXPECT_EQ(d.code, codes::kShapeMismatch);
+  EXPECT_EQ(FirstNode(d), "g");
+  EXPECT_EQ(d.message, "'ln[1]' is f32[2,1], but 'g' is declared f32[2,4]");
+
+  d = Only(ValidateText(
+      "constants { name: 'w' spec { dtype: F32 sizes: [4, 3] } } " +
+      Forward("nodes { name: 'w' input { kind: PARAMETER target: 'w' } tensor "
+              "{ dtype: F16 sizes: [4, 3] } } " +
+              Output("w"))));
+  EXPECT_EQ(d.code, codes::kDTypeMismatch);
+  EXPECT_EQ(FirstNode(d), "w");
+  EXPECT_EQ(d.message,
+            "constant 'w' is f32[4,3], but 'w' is declared f16[4,3]");
+}
+
+// --- Delegates and modules (E04xx)
+// ----------------------------------------------------------
+
+TEST(ValidateTest, TargetDevices) {
+  for (const char* accepted :
+       {"cuda:0", "cuda:1", "cpu", "CUDA:0", "Cuda:2", "cuda", ""}) {
+    SCOPED_TRACE(accepted);
+    Diagnostics diagnostics = ValidateText(DelegateProgram(accepted));
+    EXPECT_THAT(diagnostics.items(), IsEmpty())
+        << FormatDiagnosticsText(diagnostics, "test");
+  }
+  for (const char* refused : {"tpu:0", "cuda:x", "cuda:-1", "cuda:"}) {
+    SCOPED_TRACE(refused);
+    Diagnostic d = Only(ValidateText(DelegateProgram(refused)));
+    EXPECT_EQ(d.code, codes::kBadTargetDevice);
+    EXPECT_EQ(FirstNode(d), "d");
+    EXPECT_EQ(d.method, "forward");
+    EXPECT_THAT(d.message,
+                HasSubstr(std::string("delegate 'd' calls module 'm', whose "
+                                      "target_device '") +
+                          refused + "' is invalid: "));
+  }
+}
+
+TEST(ValidateTest, UncalledModuleWithABadTargetDevice) {
+  Diagnostic d = Only(
+      ValidateText(Module("tpu:0") +
+                   Forward(Input("x", "dtype: F32 sizes: [2]") + Output("x"))));
+  EXPECT_EQ(d.code, codes::kBadTargetDevice);
+  EXPECT_EQ(d.method, "module:m");
+  EXPECT_THAT(d.message, HasSubstr("module 'm' has an invalid target_device "
+                                   "'tpu:0'"));
+}
+
+TEST(ValidateTest, DelegateArity) {
+  Diagnostic d = Only(ValidateText(
+      Module("cuda:0") +
+      Forward(
+          std::string(kXY) +
+          "nodes { name: 'd' delegate { module: 'm' args { value: 'x' } } " +
+          kTupleResult + " } " +
+          "nodes { name: 'g' getitem { source: 'd' index: 0 } tensor { "
+          "dtype: F32 sizes: [4, 4] } } " +
+          Output("g"))));
+  EXPECT_EQ(d.code, codes::kDelegateArity);
+  EXPECT_EQ(FirstNode(d), "d");
+  EXPECT_EQ(d.message,
+            "delegate 'd' passes 1 argument to module 'm', which has 2 user "
+            "inputs");
+}
+
+TEST(ValidateTest, DelegateArgumentsMatchTheModuleInputs) {
+  Diagnostic d = Only(ValidateText(
+      Module("cuda:0") +
+      Forward(Input("x", "dtype: F32 sizes: [4, 4]") +
+              Input("y", "dtype: F32 sizes: [4]") + DelegateCall(kTupleResult) +
+              "nodes { name: 'g' getitem { source: 'd' index: 0 } tensor { "
+              "dtype: F32 sizes: [4, 4] } } " +
+              Output("g"))));
+  EXPECT_EQ(d.code, codes::kShapeMismatch);
+  EXPECT_THAT(d.nodes, ElementsAre("d", "y"));
+  EXPECT_EQ(d.message,
+            "module 'm' takes input 'b' as f32[4,4], but argument 1 'y' of "
+            "delegate 'd' is declared f32[4]");
+}
+
+TEST(ValidateTest, DelegateResultTupleOrBare) {
+  // The module returns a tuple; the delegate declares a bare tensor.
+  Diagnostic d = Only(
+      ValidateText(Module("cuda:0") +
+                   Forward(std::string(kXY) +
+                           DelegateCall("tensor { dtype: F32 sizes: [4, 4] }") +
+                           Output("d"))));
+  EXPECT_EQ(d.code, codes::kDelegateResult);
+  EXPECT_EQ(FirstNode(d), "d");
+  EXPECT_EQ(d.message,
+            "delegate 'd' calls module 'm', which returns a tuple, but 'd' "
+            "declares a tensor");
+
+  // The module returns a bare tensor; the delegate declares a tuple.
+  d = Only(ValidateText(
+      Module("cuda:0", /*returns_tuple=*/false) +
+      Forward(std::string(kXY) + DelegateCall(kTupleResult) +
+              "nodes { name: 'g' getitem { source: 'd' index: 0 } tensor { "
+              "dtype: F32 sizes: [4, 4] } } " +
+              Output("g"))));
+  EXPECT_EQ(d.code, codes::kDelegateResult);
+  EXPECT_EQ(FirstNode(d), "d");
+  EXPECT_EQ(d.message,
+            "delegate 'd' calls module 'm', which returns one bare tensor, but "
+            "'d' declares a tuple of 1");
+
+  // A bare result is fine when the module returns one.
+  Diagnostics clean =
+      ValidateText(Module("cuda:0", /*returns_tuple=*/false) +
+                   Forward(std::string(kXY) +
+                           DelegateCall("tensor { dtype: F32 sizes: [4, 4] }") +
+                           Output("d")));
+  EXPECT_THAT(clean.items(), IsEmpty()) << FormatDiagnosticsText(clean, "test");
+
+  // A tuple of the wrong length.
+  d = Only(ValidateText(
+      Module("cuda:0") +
+      Forward(std::string(kXY) +
+              DelegateCall("tuple { elements { dtype: F32 sizes: [4, 4] } "
+                           "elements { dtype: F32 sizes: [4, 4] } }") +
+              "nodes { name: 'g' getitem { source: 'd' index: 0 } tensor { "
+              "dtype: F32 sizes: [4, 4] } } " +
+              Output("g"))));
+  EXPECT_EQ(d.code, codes::kDelegateResult);
+  EXPECT_EQ(d.message,
+            "module 'm' returns 1 value, but delegate 'd' declares a tuple of "
+            "2");
+}
+
+TEST(ValidateTest, InputLayoutsCountMatchesUserInputs) {
+  Diagnostic d = Only(ValidateText(
+      Module("cuda:0", /*returns_tuple=*/true, /*layouts=*/1) +
+      Forward(std::string(kXY) + DelegateCall(kTupleResult) +
+              "nodes { name: 'g' getitem { source: 'd' index: 0 } tensor { "
+              "dtype: F32 sizes: [4, 4] } } " +
+              Output("g"))));
+  EXPECT_EQ(d.code, codes::kBadModule);
+  EXPECT_EQ(d.method, "module:m");
+  EXPECT_THAT(d.nodes, ElementsAre("a", "b"));
+  EXPECT_EQ(d.message, "module 'm' has 1 input layout for 2 user inputs");
+}
+
+TEST(ValidateTest, ModuleGraphsAreValidatedAsMethods) {
+  std::string module =
+      "modules { id: 'm' backend: 'FerryCudaBackend' graph { name: 'm' " +
+      Input("a", "dtype: F32 sizes: [2, 3]") +
+      "nodes { name: 'mm' call { op: 'aten::mm' args { value: 'a' } args { "
+      "value: 'a' } } tensor { dtype: F32 sizes: [2, 3] } } " +
+      Output("mm") +
+      " } input_layouts { dtype: F32 sizes: [2, 3] } returns_tuple: false }";
+  Diagnostic d = Only(ValidateText(
+      module +
+      Forward(Input("x", "dtype: F32 sizes: [2, 3]") +
+              "nodes { name: 'd' delegate { module: 'm' args { value: 'x' } } "
+              "tensor { dtype: F32 sizes: [2, 3] } } " +
+              Output("d"))));
+  EXPECT_EQ(d.code, codes::kShapeMismatch);
+  EXPECT_EQ(d.method, "module:m");
+  EXPECT_EQ(FirstNode(d), "mm");
+  EXPECT_EQ(d.message,
+            "aten::mm of f32[2,3] and f32[2,3]: inner dimensions 3 and 2 "
+            "differ");
+}
+
+}  // namespace
+}  // namespace ferry

@@ -1,0 +1,197 @@
+// Runs every conformance case (tests/conformance/<ID>_<slug>/):
+//  - lowers request.textproto and compares the program with expected.textproto
+//    and the diagnostics (code, severity, nodes) with expected_diagnostics.json;
+//  - checks the copy and delegate counts on the request's "# expect:" line,
+//    which come from CASES.md, not from the implementation;
+//  - determinism (twice, same bytes) and idempotence (lowering the output
+//    again with the same options changes nothing);
+//  - where the case computes, verification on the simulated device against
+//    eager host execution of the original program.
+// FERRY_UPDATE_GOLDENS=1 rewrites the golden files (review the diff!).
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "ferry/v1/program.pb.h"
+#include "gtest/gtest.h"
+#include "passes/pipeline.h"
+#include "passes/proto_io.h"
+#ifdef FERRY_HAVE_RUNTIME
+#include "runtime/verify.h"
+#endif
+
+namespace ferry {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<std::string> CaseNames() {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(FERRY_CONFORMANCE_DIR))
+    if (entry.is_directory() &&
+        fs::exists(entry.path() / "request.textproto"))
+      names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string ReadFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void WriteFile(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+}
+
+bool Updating() {
+  const char* env = std::getenv("FERRY_UPDATE_GOLDENS");
+  return env && std::string(env) == "1";
+}
+
+// "h2d=2 d2h=1 delegates=1" or "error".
+std::map<std::string, std::string> Expectations(const std::string& request) {
+  std::map<std::string, std::string> out;
+  std::istringstream lines(request);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.rfind("# expect:", 0) != 0) continue;
+    for (absl::string_view token :
+         absl::StrSplit(line.substr(9), ' ', absl::SkipEmpty())) {
+      std::vector<std::string> kv = absl::StrSplit(token, '=');
+      out[kv[0]] = kv.size() > 1 ? kv[1] : "";
+    }
+  }
+  return out;
+}
+
+// The diagnostics as the goldens hold them: code, severity, nodes.
+std::string CompactDiagnostics(const Diagnostics& diagnostics) {
+  std::string out = "[\n";
+  for (size_t i = 0; i < diagnostics.items().size(); ++i) {
+    const Diagnostic& d = diagnostics.items()[i];
+    out += "  {\"code\": \"" + d.code + "\", \"severity\": \"" +
+           std::string(SeverityName(d.severity)) + "\", \"nodes\": [";
+    for (size_t k = 0; k < d.nodes.size(); ++k)
+      out += (k ? ", \"" : "\"") + JsonEscape(d.nodes[k]) + "\"";
+    out += "]}";
+    out += i + 1 < diagnostics.items().size() ? ",\n" : "\n";
+  }
+  return out + "]\n";
+}
+
+std::string LoweredText(const LowerResult& result) {
+  v1::Program proto;
+  ExportProgram(result.program, &proto);
+  return ToText(proto);
+}
+
+class ConformanceTest : public testing::TestWithParam<std::string> {};
+
+TEST_P(ConformanceTest, MatchesGoldens) {
+  const fs::path dir = fs::path(FERRY_CONFORMANCE_DIR) / GetParam();
+  const std::string request_text = ReadFile(dir / "request.textproto");
+  const std::map<std::string, std::string> expect = Expectations(request_text);
+  ASSERT_FALSE(expect.empty()) << "request has no '# expect:' line";
+
+  v1::LowerRequest request;
+  bool bare = false;
+  ASSERT_TRUE(ParseRequest(request_text, FileFormat::kText, "request",
+                           &request, &bare)
+                  .ok());
+  absl::StatusOr<LowerResult> result = Lower(request);
+  ASSERT_TRUE(result.ok()) << result.status();
+
+  // Diagnostics.
+  const std::string diagnostics = CompactDiagnostics(result->diagnostics);
+  const fs::path diagnostics_path = dir / "expected_diagnostics.json";
+  if (Updating()) {
+    if (result->diagnostics.empty())
+      fs::remove(diagnostics_path);
+    else
+      WriteFile(diagnostics_path, diagnostics);
+  }
+  const std::string expected_diagnostics =
+      fs::exists(diagnostics_path) ? ReadFile(diagnostics_path) : "[\n]\n";
+  EXPECT_EQ(diagnostics, expected_diagnostics)
+      << FormatDiagnosticsText(result->diagnostics, GetParam());
+
+  if (expect.count("error")) {
+    EXPECT_FALSE(result->ok) << "expected the request to be refused";
+    EXPECT_TRUE(result->diagnostics.HasErrors());
+    return;
+  }
+  ASSERT_TRUE(result->ok) << FormatDiagnosticsText(result->diagnostics,
+                                                    GetParam());
+
+  // Counts from CASES.md.
+  const LowerStats& s = result->stats;
+  auto check = [&](const char* key, int64_t actual) {
+    auto it = expect.find(key);
+    if (it == expect.end()) return;
+    int64_t want = 0;
+    ASSERT_TRUE(absl::SimpleAtoi(it->second, &want));
+    EXPECT_EQ(actual, want) << key;
+  };
+  check("h2d", s.h2d_copies);
+  check("d2h", s.d2h_copies);
+  check("load", s.load_time_copies);
+  check("delegates", s.delegates);
+  if (!expect.count("load")) {
+    EXPECT_EQ(s.load_time_copies, 0);
+  }
+
+  // The golden program.
+  const std::string lowered = LoweredText(*result);
+  const fs::path golden = dir / "expected.textproto";
+  if (Updating()) WriteFile(golden, lowered);
+  ASSERT_TRUE(fs::exists(golden)) << "missing " << golden;
+  EXPECT_EQ(lowered, ReadFile(golden));
+
+  // Determinism: the same input gives the same bytes.
+  absl::StatusOr<LowerResult> again = Lower(request);
+  ASSERT_TRUE(again.ok() && again->ok);
+  v1::Program a, b;
+  ExportProgram(result->program, &a);
+  ExportProgram(again->program, &b);
+  EXPECT_EQ(SerializeProgram(a, FileFormat::kBinary),
+            SerializeProgram(b, FileFormat::kBinary));
+
+  // Idempotence: lowering the output again changes nothing.
+  v1::LowerRequest second;
+  *second.mutable_program() = a;
+  *second.mutable_options() = request.options();
+  absl::StatusOr<LowerResult> relowered = Lower(second);
+  ASSERT_TRUE(relowered.ok() && relowered->ok)
+      << FormatDiagnosticsText(relowered->diagnostics, "relowered");
+  EXPECT_EQ(LoweredText(*relowered), lowered) << "not idempotent";
+
+#ifdef FERRY_HAVE_RUNTIME
+  // Execution against eager host semantics, on the simulated device.
+  Diagnostics import_diagnostics;
+  Program original = ImportProgram(request.program(), import_diagnostics);
+  VerifyOptions options;
+  options.device = VerifyDevice::kSim;
+  options.seed = 1;
+  absl::StatusOr<VerifyReport> report =
+      VerifyPrograms(original, result->program, options);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_TRUE(report->ok) << report->Summary();
+#endif
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, ConformanceTest, testing::ValuesIn(CaseNames()),
+                         [](const testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
+
+}  // namespace
+}  // namespace ferry

@@ -1,0 +1,100 @@
+// Helpers for the service's end-to-end tests: an in-process ferryd on
+// 127.0.0.1 (port 0), a gate that holds workers at the start of a job, a
+// log capture, and throwaway TLS certificates made with the openssl tool.
+#ifndef FERRY_TESTS_SERVICE_SERVICE_TEST_SUPPORT_H_
+#define FERRY_TESTS_SERVICE_SERVICE_TEST_SUPPORT_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "ferry/client.h"
+#include "server/config.h"
+#include "server/ferry_server.h"
+
+namespace ferry::testing {
+
+// Loopback, port 0, 2 workers, a small queue, cache on, short deadlines.
+ServerConfig LoopbackConfig();
+
+// Starts a server or fails the test (ASSERT in the caller on null).
+std::unique_ptr<FerryServer> StartServer(const ServerConfig& config,
+                                         ServerHooks hooks = {});
+
+// A plaintext client of `address` with short deadlines and fast retries.
+std::unique_ptr<Client> Connect(const std::string& address,
+                                std::function<void(ClientOptions&)> tweak = {});
+
+// Holds every job at its start until Open(). Install with Hook().
+class JobGate {
+ public:
+  std::function<void(absl::string_view)> Hook();
+  // Waits until `count` jobs have arrived; false on timeout.
+  bool WaitForArrivals(int count,
+                       std::chrono::milliseconds timeout = std::chrono::seconds(10));
+  void Open();
+  int arrivals() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  int arrivals_ = 0;
+  bool open_ = false;
+};
+
+// Collects the server's log lines.
+class LogCapture {
+ public:
+  std::function<void(absl::string_view)> Sink();
+  std::vector<std::string> Lines() const;
+  // Lines with "event":"rpc".
+  std::vector<std::string> RpcLines() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<std::string> lines_;
+};
+
+// A temporary directory removed on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+  std::string File(const std::string& name) const { return path_ + "/" + name; }
+  void Write(const std::string& name, const std::string& text) const;
+
+ private:
+  std::string path_;
+};
+
+// A CA, a server certificate for localhost/127.0.0.1 and a client
+// certificate signed by it, plus a second, unrelated CA with its own client
+// certificate. Made with `openssl` (EC P-256), valid for a day.
+struct TestCertificates {
+  std::string ca;             // ca.pem
+  std::string server_cert;    // server.pem
+  std::string server_key;     // server.key
+  std::string client_cert;    // client.pem (signed by ca)
+  std::string client_key;     // client.key
+  std::string rogue_ca;       // rogue-ca.pem
+  std::string rogue_client_cert;  // signed by rogue-ca
+  std::string rogue_client_key;
+};
+// Empty paths when openssl failed (the test then fails on its ASSERT).
+TestCertificates MakeCertificates(const TempDir& dir);
+
+// Polls `predicate` every 10 ms until true or `timeout`.
+bool Eventually(const std::function<bool()>& predicate,
+                std::chrono::milliseconds timeout = std::chrono::seconds(10));
+
+// Deterministic bytes of a message, for byte-identical comparisons.
+std::string CanonicalBytes(const google::protobuf::Message& message);
+
+}  // namespace ferry::testing
+
+#endif  // FERRY_TESTS_SERVICE_SERVICE_TEST_SUPPORT_H_
