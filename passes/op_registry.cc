@@ -183,10 +183,19 @@ const Registry& BuiltinRegistry() {
 const OpInfo* LookupOp(std::string_view qualified_name) {
   const Registry& registry = BuiltinRegistry();
   auto it = registry.find(qualified_name);
-  if (it == registry.end() && qualified_name.ends_with(".default")) {
-    it = registry.find(qualified_name.substr(
-        0, qualified_name.size() - std::string_view(".default").size()));
+  if (it != registry.end()) return &it->second;
+  // "ns::name.default" is the default overload "ns::name" (and only that:
+  // "ns::name.overload.default" is no operator).
+  constexpr std::string_view kDefault = ".default";
+  if (!qualified_name.ends_with(kDefault)) return nullptr;
+  std::string_view name =
+      qualified_name.substr(0, qualified_name.size() - kDefault.size());
+  size_t ns_end = name.find("::");
+  if (ns_end == std::string_view::npos ||
+      name.find('.', ns_end) != std::string_view::npos) {
+    return nullptr;
   }
+  it = registry.find(name);
   return it == registry.end() ? nullptr : &it->second;
 }
 

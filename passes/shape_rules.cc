@@ -1502,10 +1502,9 @@ bool ArgumentMatchesType(const Method& method, const Argument& arg,
     case ArgKind::kBool:
       return type.kind == K::kBool || type.kind == K::kScalar;
     case ArgKind::kInts:
-      if (type.kind == K::kIntList) {
-        return type.fixed_size < 0 ||
-               static_cast<int64_t>(arg.ints.size()) == type.fixed_size;
-      }
+      // As in ATen, `int[N]` takes a list of any length (N only lets a
+      // single int stand for N copies): `int[1] dim` takes [0, 2].
+      if (type.kind == K::kIntList) return true;
       // An empty list fits any list type.
       return arg.ints.empty() &&
              (type.kind == K::kFloatList || type.kind == K::kBoolList ||

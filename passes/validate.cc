@@ -195,6 +195,16 @@ std::string DeclaredResultText(const Node& node) {
     case ResultKind::kTuple:
       return absl::StrCat("a tuple of ", node.tuple.size());
     case ResultKind::kScalar:
+      switch (node.scalar) {
+        case ScalarType::kInt:
+          return "an int scalar";
+        case ScalarType::kFloat:
+          return "a float scalar";
+        case ScalarType::kBool:
+          return "a bool scalar";
+        case ScalarType::kInvalid:
+          break;
+      }
       return "a scalar";
   }
   return "a result";
@@ -414,8 +424,20 @@ class GraphValidator {
           matches = node.result == ResultKind::kTensor;
           break;
         case SchemaTypeKind::kInt:
+          expected = "an int scalar";
+          matches = node.result == ResultKind::kScalar &&
+                    node.scalar == ScalarType::kInt;
+          break;
         case SchemaTypeKind::kFloat:
+          expected = "a float scalar";
+          matches = node.result == ResultKind::kScalar &&
+                    node.scalar == ScalarType::kFloat;
+          break;
         case SchemaTypeKind::kBool:
+          expected = "a bool scalar";
+          matches = node.result == ResultKind::kScalar &&
+                    node.scalar == ScalarType::kBool;
+          break;
         case SchemaTypeKind::kScalar:
           expected = "a scalar";
           matches = node.result == ResultKind::kScalar;

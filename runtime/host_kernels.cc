@@ -26,10 +26,9 @@
 #include <cmath>
 #include <limits>
 #include <numbers>
+#include <unordered_map>
 #include <utility>
 
-#include "absl/container/flat_hash_map.h"
-#include "absl/strings/match.h"
 #include "runtime/host_kernels_internal.h"
 
 namespace ferry {
@@ -526,7 +525,8 @@ absl::Status WhereKernel(const KernelCall& call) {
   const TensorView& cond = call.args[0].tensor;
   TensorView a = TensorOrScalar(call, 1, s1);
   TensorView b = TensorOrScalar(call, 2, s2);
-  for (const TensorView* t : {&cond, &a, &b})
+  for (const TensorView* t : {&cond, static_cast<const TensorView*>(&a),
+                              static_cast<const TensorView*>(&b)})
     if (absl::Status s = CheckBroadcast(call, *t, out); !s.ok()) return s;
   const int oc = Code(out.dtype), cc = Code(cond.dtype), ac = Code(a.dtype),
             bc = Code(b.dtype);
@@ -927,7 +927,7 @@ const KernelEntry kKernels[] = {
 #undef E
 #undef G
 
-using KernelTable = absl::flat_hash_map<std::string_view, HostKernelFn>;
+using KernelTable = std::unordered_map<std::string_view, HostKernelFn>;
 
 const KernelTable& Kernels() {
   // Built once, never destroyed.
@@ -944,7 +944,7 @@ const KernelTable& Kernels() {
 
 HostKernelFn FindHostKernel(std::string_view op) {
   constexpr std::string_view kDefault = ".default";
-  if (absl::EndsWith(op, kDefault)) op.remove_suffix(kDefault.size());
+  if (op.ends_with(kDefault)) op.remove_suffix(kDefault.size());
   const host::KernelTable& table = host::Kernels();
   auto it = table.find(op);
   return it == table.end() ? nullptr : it->second;
@@ -954,7 +954,7 @@ absl::Status RunHostKernel(const KernelCall& call) {
   HostKernelFn fn = FindHostKernel(call.op);
   if (!fn) {
     return absl::UnimplementedError(
-        absl::StrCat("no host kernel for operator ", call.op));
+        absl::StrCat("no host kernel for operator ", AsAbsl(call.op)));
   }
   return fn(call);
 }

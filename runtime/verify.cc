@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "passes/diagnostics.h"
+#include "runtime/absl_compat.h"
 #include "runtime/device.h"
 #include "runtime/element.h"
 #include "runtime/executor.h"
@@ -212,7 +213,7 @@ absl::StatusOr<VerifyReport> VerifyPrograms(const Program& original,
 
   VerifyReport report;
   report.device = std::string(ExecutionModeName(*mode));
-  auto fail = [&](std::string_view what, const absl::Status& status) {
+  auto fail = [&](absl::string_view what, const absl::Status& status) {
     report.ok = false;
     report.error = absl::StrCat(what, status.message());
     return report;
@@ -252,8 +253,8 @@ absl::StatusOr<VerifyReport> VerifyPrograms(const Program& original,
         report.outputs.push_back(c);
         return fail("", absl::InvalidArgumentError(absl::StrCat(
                             "method '", method.name, "' output ", i, " is ",
-                            DTypeName(a.dtype), "[", absl::StrJoin(a.sizes, ","),
-                            "] after lowering, ", DTypeName(e.dtype), "[",
+                            AsAbsl(DTypeName(a.dtype)), "[", absl::StrJoin(a.sizes, ","),
+                            "] after lowering, ", AsAbsl(DTypeName(e.dtype)), "[",
                             absl::StrJoin(e.sizes, ","), "] before")));
       }
       report.outputs.push_back(

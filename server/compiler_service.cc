@@ -144,12 +144,12 @@ class CompilerService::Call final : public grpc::ServerUnaryReactor {
   // The status for a call that is no longer wanted, `where` it stopped.
   grpc::Status Unwanted(absl::string_view where) const {
     if (service_.aborting_.load()) return DrainingError();
-    if (cancelled_.load()) return CancelledError(where);
-    return DeadlineExceededError(where);
+    if (cancelled_.load()) return CallCancelledError(where);
+    return CallDeadlineExceededError(where);
   }
 
   void JobStarted() { job_start_ = Clock::now(); }
-  void SetOutcome(absl::string_view outcome) { outcome_ = outcome; }
+  void SetOutcome(absl::string_view outcome) { outcome_ = std::string(outcome); }
   void SetNodes(int64_t nodes) { nodes_ = nodes; }
 
   void Complete(const grpc::Status& status) {
@@ -420,7 +420,7 @@ void CompilerService::RunLowerFlight(LowerFlight& flight) {
     return false;
   };
   if (!keep_going()) {
-    FinishLowerFlight(flight, CancelledError("while queued"), nullptr,
+    FinishLowerFlight(flight, CallCancelledError("while queued"), nullptr,
                       nullptr);
     return;
   }
@@ -430,8 +430,8 @@ void CompilerService::RunLowerFlight(LowerFlight& flight) {
   if (!result.ok()) {
     grpc::Status status =
         result.status().code() == absl::StatusCode::kCancelled
-            ? CancelledError("between passes")
-            : InternalError(absl::StrCat("lowering failed: ",
+            ? CallCancelledError("between passes")
+            : InternalRpcError(absl::StrCat("lowering failed: ",
                                          result.status().message()));
     FinishLowerFlight(flight, status, nullptr, nullptr);
     return;
@@ -564,7 +564,7 @@ void CompilerService::RunVerify(Call* call, const v1::VerifyRequest& request,
   if (!lowered.ok()) {
     call->Complete(lowered.status().code() == absl::StatusCode::kCancelled
                        ? call->Unwanted("between passes")
-                       : InternalError(absl::StrCat(
+                       : InternalRpcError(absl::StrCat(
                              "lowering failed: ", lowered.status().message())));
     return;
   }
@@ -609,7 +609,7 @@ void CompilerService::RunVerify(Call* call, const v1::VerifyRequest& request,
         return;
       default:
         metrics_.RecordVerification("none", "error");
-        call->Complete(InternalError(absl::StrCat(
+        call->Complete(InternalRpcError(absl::StrCat(
             "verification failed: ", report.status().message())));
         return;
     }

@@ -162,20 +162,20 @@ grpc::Status UnauthenticatedError(absl::string_view why) {
       .Build();
 }
 
-grpc::Status DeadlineExceededError(absl::string_view where) {
+grpc::Status CallDeadlineExceededError(absl::string_view where) {
   return RichStatus(grpc::StatusCode::DEADLINE_EXCEEDED,
                     absl::StrCat("deadline exceeded ", where),
                     "DEADLINE_EXCEEDED")
       .Build();
 }
 
-grpc::Status CancelledError(absl::string_view where) {
+grpc::Status CallCancelledError(absl::string_view where) {
   return RichStatus(grpc::StatusCode::CANCELLED,
                     absl::StrCat("call cancelled ", where), "CANCELLED")
       .Build();
 }
 
-grpc::Status InternalError(absl::string_view message) {
+grpc::Status InternalRpcError(absl::string_view message) {
   return RichStatus(grpc::StatusCode::INTERNAL, std::string(message),
                     "INTERNAL")
       .Build();

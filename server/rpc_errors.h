@@ -54,11 +54,11 @@ grpc::Status DrainingError();
 grpc::Status UnauthenticatedError(absl::string_view why);
 
 // DEADLINE_EXCEEDED / CANCELLED while `where` (queued, a pass, verifying).
-grpc::Status DeadlineExceededError(absl::string_view where);
-grpc::Status CancelledError(absl::string_view where);
+grpc::Status CallDeadlineExceededError(absl::string_view where);
+grpc::Status CallCancelledError(absl::string_view where);
 
 // INTERNAL, for a pipeline or runtime failure that is not the caller's.
-grpc::Status InternalError(absl::string_view message);
+grpc::Status InternalRpcError(absl::string_view message);
 
 // "OK", "INVALID_ARGUMENT", ... (metrics labels and logs).
 absl::string_view StatusCodeName(grpc::StatusCode code);

@@ -536,7 +536,7 @@ TEST(ParseSchemaTest, FuzzNeverCrashes) {
     seeds.push_back(SchemaToText(*LookupOp(name)->schema));
   }
   int parsed = 0;
-  for (int iteration = 0; iteration < 20000; ++iteration) {
+  for (int iteration = 0; iteration < 100000; ++iteration) {
     std::string text;
     if (iteration % 2 == 0) {
       int length = static_cast<int>(random() % 64);

@@ -237,7 +237,8 @@ TEST(ArgumentMatchesTypeTest, ValuesScalarsAndLists) {
   EXPECT_FALSE(ArgumentMatchesType(m, F(1.5), type("int")));
   EXPECT_TRUE(ArgumentMatchesType(m, B(true), type("Scalar")));
   EXPECT_TRUE(ArgumentMatchesType(m, Ints({1, 2}), type("int[]")));
-  EXPECT_FALSE(ArgumentMatchesType(m, Ints({1, 2}), type("int[1]")));
+  EXPECT_TRUE(ArgumentMatchesType(m, Ints({1, 2}), type("int[1]")));
+  EXPECT_FALSE(ArgumentMatchesType(m, Ints({1, 2}), type("float")));
   EXPECT_TRUE(ArgumentMatchesType(m, I(1), type("int[1]")));
   EXPECT_TRUE(ArgumentMatchesType(m, Ints({}), type("Tensor[]")));
   EXPECT_TRUE(ArgumentMatchesType(m, Values({x, x}), type("Tensor[]")));

@@ -604,7 +604,18 @@ TEST(ValidateTest, ResultCount) {
       Output("n"))));
   EXPECT_EQ(d.code, codes::kResultCount);
   EXPECT_EQ(d.message,
-            "'aten::sym_size.int' returns a scalar, but 'n' declares a tensor");
+            "'aten::sym_size.int' returns an int scalar, but 'n' declares a "
+            "tensor");
+
+  d = Only(ValidateText(Forward(
+      Input("x", "dtype: F32 sizes: [2, 4]") +
+      "nodes { name: 'n' call { op: 'aten::sym_numel' args { value: 'x' } } "
+      "scalar: SCALAR_FLOAT } " +
+      Output("n"))));
+  EXPECT_EQ(d.code, codes::kResultCount);
+  EXPECT_EQ(d.message,
+            "'aten::sym_numel' returns an int scalar, but 'n' declares a float "
+            "scalar");
 }
 
 TEST(ValidateTest, GetItemAndProgramDataMatchWhatTheyRead) {

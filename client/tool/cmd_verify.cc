@@ -1,0 +1,167 @@
+// ferry verify FILE: lower FILE, execute the result on a backend and compare
+// it with eager host execution of the original program (runtime/verify.h).
+// With --original ORIG, FILE is an already-lowered program and ORIG the
+// program it came from.
+#include <cstdio>
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "client/tool/tool_common.h"
+#include "ferry/v1/program.pb.h"
+#include "passes/diagnostics.h"
+#include "passes/pipeline.h"
+#include "passes/proto_io.h"
+#include "passes/validate.h"
+#include "runtime/verify.h"
+
+namespace ferry::tool {
+namespace {
+
+std::string VerifyUsage() {
+  return "usage: ferry verify [--device=auto|sim|cuda] [--seed N] "
+         "[--report=text|json]\n"
+         "                    [--format=text|binary|json] [--original ORIG] "
+         "[lowering options] FILE\n"
+         "Lowers FILE (a LowerRequest, or a bare Program with default "
+         "options), runs the\n"
+         "result on the device (auto: cuda where a GPU is visible, else sim) "
+         "and compares\n"
+         "every method output with eager host execution of the original "
+         "program, on the\n"
+         "same inputs (generated from the seed, default 0). With --original "
+         "ORIG, FILE is\n"
+         "an already-lowered program and ORIG the program it was lowered "
+         "from.\n"
+         "Exit 0 when the outputs match, 1 on a mismatch, a runtime error or "
+         "a compile\n"
+         "error, 2 on usage or unreadable input, 3 when the device is not "
+         "available.\n\n" +
+         LoweringFlagsHelp();
+}
+
+// Imports and validates a wire program; prints the diagnostics on failure.
+bool ImportChecked(const v1::Program& proto, const std::string& file,
+                   Program* program) {
+  Diagnostics diagnostics;
+  *program = ImportProgram(proto, diagnostics);
+  if (!diagnostics.HasErrors()) ValidateProgram(*program, diagnostics);
+  if (diagnostics.HasErrors()) {
+    std::fputs(FormatDiagnosticsText(diagnostics, file).c_str(), stderr);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int RunVerify(const Args& args) {
+  std::string file, original_file, format, report = "text", device = "auto";
+  uint64_t seed = 0;
+  v1::LowerOptions overrides;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    std::string value, error;
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(VerifyUsage().c_str(), stdout);
+      return kExitOk;
+    } else if ((arg == "--seed" || arg == "--original") && i + 1 < args.size()) {
+      value = args[++i];
+      if (arg == "--original") {
+        original_file = value;
+      } else if (!absl::SimpleAtoi(value, &seed)) {
+        std::fprintf(stderr, "ferry verify: --seed needs an unsigned integer\n");
+        return kExitUsage;
+      }
+    } else if (ParseFlag(arg, "--seed", &value)) {
+      if (!absl::SimpleAtoi(value, &seed)) {
+        std::fprintf(stderr, "ferry verify: --seed needs an unsigned integer\n");
+        return kExitUsage;
+      }
+    } else if (ParseFlag(arg, "--original", &value) && !value.empty()) {
+      original_file = value;
+    } else if (ParseFlag(arg, "--device", &value)) {
+      device = value;
+    } else if (ParseFlag(arg, "--format", &value)) {
+      format = value;
+    } else if (ParseFlag(arg, "--report", &value)) {
+      report = value;
+    } else if (ApplyLoweringFlag(arg, &overrides, &error)) {
+      if (!error.empty()) {
+        std::fprintf(stderr, "ferry verify: %s\n", error.c_str());
+        return kExitUsage;
+      }
+    } else if (!arg.empty() && arg[0] == '-') {
+      std::fprintf(stderr, "ferry verify: unknown option '%s'\n\n%s",
+                   arg.c_str(), VerifyUsage().c_str());
+      return kExitUsage;
+    } else if (file.empty()) {
+      file = arg;
+    } else {
+      std::fprintf(stderr, "ferry verify: one FILE only\n");
+      return kExitUsage;
+    }
+  }
+  VerifyOptions options;
+  options.seed = seed;
+  if (device == "auto") {
+    options.device = VerifyDevice::kAuto;
+  } else if (device == "sim") {
+    options.device = VerifyDevice::kSim;
+  } else if (device == "cuda") {
+    options.device = VerifyDevice::kCuda;
+  } else {
+    std::fprintf(stderr, "ferry verify: unknown --device '%s' (auto, sim, cuda)\n",
+                 device.c_str());
+    return kExitUsage;
+  }
+  if (file.empty() || (report != "text" && report != "json")) {
+    std::fputs(VerifyUsage().c_str(), stderr);
+    return kExitUsage;
+  }
+
+  v1::LowerRequest request;
+  bool bare = false;
+  if (!LoadRequest(file, format, &request, &bare)) return kExitUsage;
+
+  Program original, lowered;
+  if (!original_file.empty()) {
+    // FILE is already lowered; ORIG is what it was lowered from.
+    v1::LowerRequest original_request;
+    if (!LoadRequest(original_file, format, &original_request, &bare))
+      return kExitUsage;
+    if (!ImportChecked(original_request.program(), original_file, &original) ||
+        !ImportChecked(request.program(), file, &lowered))
+      return kExitErrors;
+  } else {
+    request.mutable_options()->MergeFrom(overrides);
+    if (!ImportChecked(request.program(), file, &original)) return kExitErrors;
+    absl::StatusOr<LowerResult> result = Lower(request);
+    if (!result.ok()) {
+      std::fprintf(stderr, "ferry verify: %s\n",
+                   std::string(result.status().message()).c_str());
+      return kExitErrors;
+    }
+    if (!result->ok) {
+      std::fputs(ReportText(*result, file).c_str(), stderr);
+      return kExitErrors;
+    }
+    lowered = std::move(result->program);
+  }
+
+  absl::StatusOr<VerifyReport> verified = VerifyPrograms(original, lowered, options);
+  if (!verified.ok()) {
+    std::fprintf(stderr, "ferry verify: %s\n",
+                 std::string(verified.status().message()).c_str());
+    return verified.status().code() == absl::StatusCode::kFailedPrecondition
+               ? kExitNoDevice
+               : kExitErrors;
+  }
+  if (report == "json") {
+    std::printf("%s\n", verified->ToJson().c_str());
+  } else {
+    std::fputs(verified->Summary().c_str(), stdout);
+  }
+  return verified->ok ? kExitOk : kExitErrors;
+}
+
+}  // namespace ferry::tool

@@ -1,0 +1,41 @@
+// Small helpers for pass tests: programs written in text form.
+#ifndef FERRY_TESTS_PASSES_TEST_PROGRAMS_H_
+#define FERRY_TESTS_PASSES_TEST_PROGRAMS_H_
+
+#include <string>
+#include <vector>
+
+#include "passes/ir.h"
+#include "passes/pipeline.h"
+
+namespace ferry::testing_util {
+
+// A method body in text form (the `nodes { ... }` entries) with helpers:
+// Input("a"), Call("t", "aten::add.Tensor", {"a", "b"}), Output({"t"}).
+std::string Spec(const std::vector<int64_t>& sizes = {4, 4},
+                 const std::string& dtype = "F32");
+std::string Input(const std::string& name,
+                  const std::vector<int64_t>& sizes = {4, 4});
+std::string Call(const std::string& name, const std::string& op,
+                 const std::vector<std::string>& args,
+                 const std::string& tag = "",
+                 const std::vector<int64_t>& sizes = {4, 4},
+                 const std::string& extra_args = "");
+std::string Output(const std::vector<std::string>& values);
+std::string MethodText(const std::string& name, const std::string& nodes);
+
+// Parses a Program in text form and imports it; fails the test on errors.
+Program ParseProgram(const std::string& text);
+// Parses LowerOptions in text form.
+LowerOptions ParseOptions(const std::string& text, const Program& program);
+
+// Node index by name; -1 when absent.
+int32_t Find(const Method& method, const std::string& name);
+// Names of the nodes in order, e.g. "a b a_to_cuda0 delegate_d0 t ...".
+std::string NodeNames(const Method& method);
+// How many calls of `op` the method has.
+int CountOp(const Method& method, const std::string& op);
+
+}  // namespace ferry::testing_util
+
+#endif  // FERRY_TESTS_PASSES_TEST_PROGRAMS_H_

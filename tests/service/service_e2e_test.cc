@@ -1,0 +1,724 @@
+// End to end over loopback: every RPC, every request-level error with its
+// status code and details, the cache, concurrency, the async API, the
+// client's retries, metrics and request logs.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <atomic>
+#include <future>
+#include <thread>
+
+#include "client/testing/synthetic_program.h"
+#include "ferry/client.h"
+#include "google/protobuf/text_format.h"
+#include "passes/pipeline.h"
+#include "passes/proto_io.h"
+#include "runtime/verify.h"
+#include "server/compiler_service.h"
+#include "server/metrics.h"
+#include "server/version.h"
+#include "tests/service/service_test_support.h"
+
+namespace ferry::testing {
+namespace {
+
+using std::chrono::milliseconds;
+
+v1::LowerRequest ParseRequest(const std::string& text) {
+  v1::LowerRequest request;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &request));
+  return request;
+}
+
+// A reference to a value that does not exist: malformed (FERRY-E0102).
+v1::LowerRequest DanglingReferenceRequest() {
+  return ParseRequest(R"pb(
+    program {
+      methods {
+        name: "forward"
+        nodes {
+          name: "a"
+          input { kind: USER_INPUT }
+          tensor { dtype: F32 sizes: 4 sizes: 4 }
+        }
+        nodes {
+          name: "out"
+          call { op: "aten::relu" args { value: "nope" } }
+          tensor { dtype: F32 sizes: 4 sizes: 4 }
+        }
+        nodes { name: "output" output { values { value: "out" } } }
+      }
+    })pb");
+}
+
+// Well formed, but input x lives on cuda:0 (skip_h2d) and is written in
+// place on the host: fails to compile (FERRY-E0804, CASES.md B6c).
+v1::LowerRequest FailsToCompileRequest() {
+  return ParseRequest(R"pb(
+    program {
+      methods {
+        name: "forward"
+        nodes {
+          name: "x"
+          input { kind: USER_INPUT }
+          tensor { dtype: F32 sizes: 4 sizes: 4 }
+        }
+        nodes {
+          name: "y"
+          input { kind: USER_INPUT }
+          tensor { dtype: F32 sizes: 4 sizes: 4 }
+        }
+        nodes {
+          name: "x1"
+          call {
+            op: "aten::add_.Scalar"
+            args { value: "x" }
+            args { float_value: 1 }
+          }
+          tensor { dtype: F32 sizes: 4 sizes: 4 }
+        }
+        nodes {
+          name: "sum"
+          call {
+            op: "aten::add.Tensor"
+            args { value: "x1" }
+            args { value: "y" }
+          }
+          tensor { dtype: F32 sizes: 4 sizes: 4 }
+          delegation_tag: "p0"
+        }
+        nodes { name: "output" output { values { value: "sum" } } }
+      }
+    }
+    options { skip_h2d_for_method_inputs { default_value: true } })pb");
+}
+
+// What the in-process pipeline returns for `request`.
+v1::Program LowerInProcess(const v1::LowerRequest& request) {
+  absl::StatusOr<LowerResult> result = ferry::Lower(request);
+  EXPECT_TRUE(result.ok() && result->ok);
+  v1::Program program;
+  if (result.ok()) ExportProgram(result->program, &program);
+  return program;
+}
+
+TEST(ServiceTest, LowerReturnsTheInProcessResult) {
+  auto server = StartServer(LoopbackConfig());
+  ASSERT_NE(server, nullptr);
+  auto client = Connect(server->address());
+  v1::LowerRequest request = TinyRequest();
+
+  absl::StatusOr<v1::LowerResponse> response = client->Lower(request);
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_TRUE(response->ok());
+  EXPECT_FALSE(response->cached());
+  EXPECT_EQ(response->compiler_version(), kCompilerVersion);
+  EXPECT_FALSE(response->request_id().empty());
+  EXPECT_EQ(response->request_digest().size(), 64u);
+  EXPECT_EQ(response->stats().h2d_copies(), 2);
+  EXPECT_EQ(response->stats().d2h_copies(), 1);
+  EXPECT_EQ(response->stats().delegates(), 1);
+  EXPECT_GE(response->stats().passes_size(), 5);
+  EXPECT_EQ(CanonicalBytes(response->program()),
+            CanonicalBytes(LowerInProcess(request)));
+}
+
+TEST(ServiceTest, ProgramThatFailsToCompileIsAnOkResponseWithDiagnostics) {
+  auto server = StartServer(LoopbackConfig());
+  ASSERT_NE(server, nullptr);
+  auto client = Connect(server->address());
+
+  absl::StatusOr<v1::LowerResponse> response =
+      client->Lower(FailsToCompileRequest());
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_FALSE(response->ok());
+  EXPECT_FALSE(response->has_program());
+  bool found = false;
+  for (const v1::Diagnostic& diagnostic : response->diagnostics()) {
+    if (diagnostic.code() == "FERRY-E0804") {
+      found = true;
+      EXPECT_EQ(diagnostic.severity(), v1::ERROR);
+      ASSERT_GE(diagnostic.nodes_size(), 1);
+      EXPECT_EQ(diagnostic.nodes(0), "x");
+      EXPECT_EQ(diagnostic.method(), "forward");
+    }
+  }
+  EXPECT_TRUE(found);
+}
+
+TEST(ServiceTest, MalformedProgramIsInvalidArgumentWithBadRequest) {
+  auto server = StartServer(LoopbackConfig());
+  ASSERT_NE(server, nullptr);
+  auto client = Connect(server->address());
+
+  absl::StatusOr<v1::LowerResponse> response =
+      client->Lower(DanglingReferenceRequest());
+  ASSERT_EQ(response.status().code(), absl::StatusCode::kInvalidArgument)
+      << response.status();
+  EXPECT_EQ(client->attempts(), 1);  // not retried
+  std::optional<google::rpc::BadRequest> bad_request =
+      ErrorDetail<google::rpc::BadRequest>(response.status());
+  ASSERT_TRUE(bad_request.has_value());
+  ASSERT_EQ(bad_request->field_violations_size(), 1);
+  const auto& violation = bad_request->field_violations(0);
+  EXPECT_EQ(violation.field(), "program.methods['forward'].nodes['out']");
+  EXPECT_EQ(violation.reason(), "FERRY-E0102");
+  EXPECT_NE(violation.description().find("'nope'"), std::string::npos);
+  std::optional<google::rpc::ErrorInfo> info =
+      ErrorDetail<google::rpc::ErrorInfo>(response.status());
+  ASSERT_TRUE(info.has_value());
+  EXPECT_EQ(info->reason(), "MALFORMED_PROGRAM");
+  EXPECT_EQ(info->domain(), "ferry.v1");
+
+  // Verify reports the same request error.
+  v1::VerifyRequest verify;
+  *verify.mutable_request() = DanglingReferenceRequest();
+  EXPECT_EQ(client->Verify(verify).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ServiceTest, VerifyOnSimLowersExecutesAndCompares) {
+  auto server = StartServer(LoopbackConfig());
+  ASSERT_NE(server, nullptr);
+  auto client = Connect(server->address());
+  v1::VerifyRequest request;
+  *request.mutable_request() = SyntheticChainRequest(40);
+  request.set_device(v1::VERIFY_DEVICE_SIM);
+  request.set_seed(7);
+  request.set_include_program(true);
+
+  absl::StatusOr<v1::VerifyResponse> response = client->Verify(request);
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_TRUE(response->lowered());
+  EXPECT_TRUE(response->ok()) << response->report().summary();
+  EXPECT_EQ(response->device(), "sim");
+  EXPECT_EQ(response->report().device(), "sim");
+  ASSERT_EQ(response->report().outputs_size(), 1);
+  EXPECT_TRUE(response->report().outputs(0).match());
+  EXPECT_EQ(response->report().outputs(0).dtype(), "f32");
+  EXPECT_EQ(response->compiler_version(), kCompilerVersion);
+  EXPECT_TRUE(response->has_program());
+  EXPECT_GT(response->stats().h2d_copies(), 0);
+}
+
+TEST(ServiceTest, VerifyOfProgramThatFailsToCompileRunsNothing) {
+  auto server = StartServer(LoopbackConfig());
+  ASSERT_NE(server, nullptr);
+  auto client = Connect(server->address());
+  v1::VerifyRequest request;
+  *request.mutable_request() = FailsToCompileRequest();
+  request.set_device(v1::VERIFY_DEVICE_SIM);
+
+  absl::StatusOr<v1::VerifyResponse> response = client->Verify(request);
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_FALSE(response->lowered());
+  EXPECT_FALSE(response->ok());
+  EXPECT_TRUE(response->device().empty());
+  EXPECT_GT(response->diagnostics_size(), 0);
+}
+
+TEST(ServiceTest, VerifyOnMissingDeviceIsFailedPrecondition) {
+  ServerHooks hooks;
+  hooks.force_no_cuda = true;
+  auto server = StartServer(LoopbackConfig(), hooks);
+  ASSERT_NE(server, nullptr);
+  auto client = Connect(server->address());
+  v1::VerifyRequest request;
+  *request.mutable_request() = TinyRequest();
+  request.set_device(v1::VERIFY_DEVICE_CUDA);
+
+  absl::StatusOr<v1::VerifyResponse> response = client->Verify(request);
+  ASSERT_EQ(response.status().code(), absl::StatusCode::kFailedPrecondition)
+      << response.status();
+  std::optional<google::rpc::PreconditionFailure> failure =
+      ErrorDetail<google::rpc::PreconditionFailure>(response.status());
+  ASSERT_TRUE(failure.has_value());
+  ASSERT_EQ(failure->violations_size(), 1);
+  EXPECT_EQ(failure->violations(0).type(), "DEVICE");
+  EXPECT_EQ(failure->violations(0).subject(), "cuda");
+}
+
+TEST(ServiceTest, GetCapabilitiesAdvertisesLimitsPassesAndDevices) {
+  ServerConfig config = LoopbackConfig();
+  config.max_message_bytes = 1 << 20;
+  config.max_nodes = 5000;
+  config.workers = 3;
+  config.queue_depth = 7;
+  config.default_deadline = std::chrono::seconds(9);
+  config.max_deadline = std::chrono::seconds(11);
+  ServerHooks hooks;
+  hooks.force_no_cuda = true;
+  auto server = StartServer(config, hooks);
+  ASSERT_NE(server, nullptr);
+  auto client = Connect(server->address());
+
+  absl::StatusOr<v1::GetCapabilitiesResponse> caps = client->GetCapabilities();
+  ASSERT_TRUE(caps.ok()) << caps.status();
+  EXPECT_EQ(caps->api_version(), kApiVersion);
+  EXPECT_EQ(caps->compiler_version(), kCompilerVersion);
+  EXPECT_EQ(caps->limits().max_request_bytes(), 1 << 20);
+  EXPECT_EQ(caps->limits().max_nodes(), 5000);
+  EXPECT_EQ(caps->limits().max_concurrent_jobs(), 3);
+  EXPECT_EQ(caps->limits().queue_depth(), 7);
+  EXPECT_EQ(caps->limits().default_deadline_ms(), 9000);
+  EXPECT_EQ(caps->limits().max_deadline_ms(), 11000);
+  std::vector<std::string> passes(caps->passes().begin(), caps->passes().end());
+  EXPECT_NE(std::find(passes.begin(), passes.end(), "partition"), passes.end());
+  EXPECT_NE(std::find(passes.begin(), passes.end(), "place_and_copy"),
+            passes.end());
+  std::vector<std::string> options(caps->lower_options().begin(),
+                                   caps->lower_options().end());
+  EXPECT_NE(std::find(options.begin(), options.end(),
+                      "skip_h2d_for_method_inputs"),
+            options.end());
+  std::vector<std::string> devices(caps->devices().begin(),
+                                   caps->devices().end());
+  EXPECT_NE(std::find(devices.begin(), devices.end(), "sim"), devices.end());
+  EXPECT_EQ(caps->verify_devices_size(), 2);  // auto, sim: no GPU here
+  EXPECT_EQ(caps->digest_function(), "sha256");
+  EXPECT_FALSE(caps->requires_token());
+}
+
+TEST(ServiceTest, OversizeRequestIsResourceExhaustedWithQuotaFailure) {
+  ServerConfig config = LoopbackConfig();
+  config.max_message_bytes = 2048;
+  auto server = StartServer(config);
+  ASSERT_NE(server, nullptr);
+  auto client = Connect(server->address());
+  v1::LowerRequest request = SyntheticChainRequest(100);
+  ASSERT_GT(request.ByteSizeLong(), 2048u);
+  ASSERT_LT(request.ByteSizeLong(), 2 * 2048u);  // reaches the service
+
+  absl::StatusOr<v1::LowerResponse> response = client->Lower(request);
+  ASSERT_EQ(response.status().code(), absl::StatusCode::kResourceExhausted)
+      << response.status();
+  std::optional<google::rpc::QuotaFailure> quota =
+      ErrorDetail<google::rpc::QuotaFailure>(response.status());
+  ASSERT_TRUE(quota.has_value());
+  ASSERT_EQ(quota->violations_size(), 1);
+  EXPECT_EQ(quota->violations(0).subject(), "request_bytes");
+
+  // Far over the limit, gRPC itself refuses the message.
+  absl::StatusOr<v1::LowerResponse> huge =
+      client->Lower(SyntheticChainRequest(1000));
+  EXPECT_EQ(huge.status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+TEST(ServiceTest, ProgramOverTheNodeLimitIsResourceExhausted) {
+  ServerConfig config = LoopbackConfig();
+  config.max_nodes = 50;
+  auto server = StartServer(config);
+  ASSERT_NE(server, nullptr);
+  auto client = Connect(server->address());
+
+  absl::StatusOr<v1::LowerResponse> response =
+      client->Lower(SyntheticChainRequest(100));
+  ASSERT_EQ(response.status().code(), absl::StatusCode::kResourceExhausted);
+  std::optional<google::rpc::QuotaFailure> quota =
+      ErrorDetail<google::rpc::QuotaFailure>(response.status());
+  ASSERT_TRUE(quota.has_value());
+  EXPECT_EQ(quota->violations(0).subject(), "nodes");
+  std::optional<google::rpc::ErrorInfo> info =
+      ErrorDetail<google::rpc::ErrorInfo>(response.status());
+  ASSERT_TRUE(info.has_value());
+  EXPECT_EQ(info->reason(), "TOO_MANY_NODES");
+}
+
+TEST(ServiceTest, FullQueueIsResourceExhaustedWithRetryInfo) {
+  ServerConfig config = LoopbackConfig();
+  config.workers = 1;
+  config.queue_depth = 1;
+  JobGate gate;
+  ServerHooks hooks;
+  hooks.before_job = gate.Hook();
+  auto server = StartServer(config, hooks);
+  ASSERT_NE(server, nullptr);
+  auto client = Connect(server->address());
+
+  std::promise<absl::Status> running, queued;
+  client->LowerAsync(TinyRequest(1), [&](absl::StatusOr<v1::LowerResponse> r) {
+    running.set_value(r.status());
+  });
+  ASSERT_TRUE(gate.WaitForArrivals(1));  // the only worker is busy
+  client->LowerAsync(TinyRequest(2), [&](absl::StatusOr<v1::LowerResponse> r) {
+    queued.set_value(r.status());
+  });
+  ASSERT_TRUE(Eventually(
+      [&] { return server->service().Gauges().queue_depth == 1; }));
+
+  absl::StatusOr<v1::LowerResponse> refused = client->Lower(TinyRequest(3));
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted)
+      << refused.status();
+  std::optional<google::rpc::RetryInfo> retry =
+      ErrorDetail<google::rpc::RetryInfo>(refused.status());
+  ASSERT_TRUE(retry.has_value());
+  EXPECT_GT(retry->retry_delay().seconds() * 1000 +
+                retry->retry_delay().nanos() / 1'000'000,
+            0);
+
+  gate.Open();
+  EXPECT_TRUE(running.get_future().get().ok());
+  EXPECT_TRUE(queued.get_future().get().ok());
+}
+
+TEST(ServiceTest, DeadlineThatPassesWhileQueuedIsDeadlineExceeded) {
+  JobGate gate;
+  ServerHooks hooks;
+  hooks.before_job = gate.Hook();
+  auto server = StartServer(LoopbackConfig(), hooks);
+  ASSERT_NE(server, nullptr);
+  auto client = Connect(server->address());
+
+  CallOptions call;
+  call.deadline = milliseconds(300);
+  std::promise<absl::Status> done;
+  client->LowerAsync(
+      TinyRequest(), [&](absl::StatusOr<v1::LowerResponse> r) {
+        done.set_value(r.status());
+      },
+      call);
+  ASSERT_TRUE(gate.WaitForArrivals(1));
+  EXPECT_EQ(done.get_future().get().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  gate.Open();
+  // The server notices at its next check and does not finish the work.
+  EXPECT_TRUE(Eventually([&] {
+    return server->metrics().RequestCount("Lower", "DEADLINE_EXCEEDED") == 1;
+  }));
+  EXPECT_EQ(server->metrics().RequestCount("Lower", "OK"), 0);
+}
+
+TEST(ServiceTest, ServerShortensDeadlinesToItsMaximum) {
+  ServerConfig config = LoopbackConfig();
+  config.default_deadline = milliseconds(100);
+  config.max_deadline = milliseconds(200);
+  ServerHooks hooks;
+  hooks.before_job = [](absl::string_view) {
+    std::this_thread::sleep_for(milliseconds(400));
+  };
+  auto server = StartServer(config, hooks);
+  ASSERT_NE(server, nullptr);
+  auto client = Connect(server->address());
+
+  CallOptions call;
+  call.deadline = std::chrono::seconds(20);
+  absl::StatusOr<v1::LowerResponse> response = client->Lower(TinyRequest(), call);
+  ASSERT_EQ(response.status().code(), absl::StatusCode::kDeadlineExceeded);
+  // Answered by the server (its message), not by the client's own timer.
+  EXPECT_NE(response.status().message().find("deadline exceeded"),
+            std::string::npos)
+      << response.status();
+}
+
+TEST(ServiceTest, CancelledCallIsCancelledOnTheServer) {
+  JobGate gate;
+  ServerHooks hooks;
+  hooks.before_job = gate.Hook();
+  auto server = StartServer(LoopbackConfig(), hooks);
+  ASSERT_NE(server, nullptr);
+  auto client = Connect(server->address());
+
+  std::promise<absl::Status> done;
+  std::shared_ptr<AsyncCall> call = client->LowerAsync(
+      TinyRequest(), [&](absl::StatusOr<v1::LowerResponse> r) {
+        done.set_value(r.status());
+      });
+  ASSERT_TRUE(gate.WaitForArrivals(1));
+  call->Cancel();
+  EXPECT_EQ(done.get_future().get().code(), absl::StatusCode::kCancelled);
+  gate.Open();
+  EXPECT_TRUE(Eventually([&] {
+    return server->metrics().RequestCount("Lower", "CANCELLED") == 1;
+  }));
+  EXPECT_EQ(server->metrics().RequestCount("Lower", "OK"), 0);
+}
+
+TEST(ServiceTest, RepeatedRequestIsServedFromTheCache) {
+  auto server = StartServer(LoopbackConfig());
+  ASSERT_NE(server, nullptr);
+  auto client = Connect(server->address());
+  v1::LowerRequest request = SyntheticChainRequest(60);
+
+  absl::StatusOr<v1::LowerResponse> first = client->Lower(request);
+  absl::StatusOr<v1::LowerResponse> second = client->Lower(request);
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_FALSE(first->cached());
+  EXPECT_TRUE(second->cached());
+  EXPECT_EQ(first->request_digest(), second->request_digest());
+  EXPECT_NE(first->request_id(), second->request_id());
+  EXPECT_EQ(CanonicalBytes(first->program()), CanonicalBytes(second->program()));
+  EXPECT_EQ(server->service().cache().entries(), 1);
+
+  // Different options: a different key.
+  v1::LowerRequest other = request;
+  other.mutable_options()->set_error_on_per_call_copies(true);
+  absl::StatusOr<v1::LowerResponse> third = client->Lower(other);
+  ASSERT_TRUE(third.ok());
+  EXPECT_FALSE(third->cached());
+  EXPECT_NE(third->request_digest(), first->request_digest());
+
+  // A bypassing call neither reads nor fills the cache.
+  CallOptions bypass;
+  bypass.bypass_cache = true;
+  absl::StatusOr<v1::LowerResponse> fourth = client->Lower(request, bypass);
+  ASSERT_TRUE(fourth.ok());
+  EXPECT_FALSE(fourth->cached());
+
+  std::string metrics = server->RenderMetrics();
+  EXPECT_NE(metrics.find("ferry_cache_lookups_total{result=\"hit\"} 1"),
+            std::string::npos);
+  EXPECT_NE(metrics.find("ferry_cache_lookups_total{result=\"miss\"} 2"),
+            std::string::npos);
+}
+
+TEST(ServiceTest, FailedCompilationsAreNotCached) {
+  auto server = StartServer(LoopbackConfig());
+  ASSERT_NE(server, nullptr);
+  auto client = Connect(server->address());
+  ASSERT_TRUE(client->Lower(FailsToCompileRequest()).ok());
+  absl::StatusOr<v1::LowerResponse> again = client->Lower(FailsToCompileRequest());
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->cached());
+  EXPECT_EQ(server->service().cache().entries(), 0);
+}
+
+TEST(ServiceTest, IdenticalConcurrentRequestsComputeOnce) {
+  JobGate gate;
+  std::atomic<int> jobs{0};
+  ServerHooks hooks;
+  auto hold = gate.Hook();
+  hooks.before_job = [&](absl::string_view method) {
+    ++jobs;
+    hold(method);
+  };
+  auto server = StartServer(LoopbackConfig(), hooks);
+  ASSERT_NE(server, nullptr);
+  auto client = Connect(server->address());
+  v1::LowerRequest request = SyntheticChainRequest(80);
+
+  constexpr int kCalls = 4;
+  std::vector<std::promise<absl::StatusOr<v1::LowerResponse>>> results(kCalls);
+  client->LowerAsync(request, [&](absl::StatusOr<v1::LowerResponse> r) {
+    results[0].set_value(std::move(r));
+  });
+  ASSERT_TRUE(gate.WaitForArrivals(1));
+  for (int i = 1; i < kCalls; ++i) {
+    client->LowerAsync(request, [&, i](absl::StatusOr<v1::LowerResponse> r) {
+      results[i].set_value(std::move(r));
+    });
+  }
+  ASSERT_TRUE(Eventually([&] {
+    return server->RenderMetrics().find("ferry_cache_deduplicated_total 3") !=
+           std::string::npos;
+  }));
+  gate.Open();
+
+  std::string expected = CanonicalBytes(LowerInProcess(request));
+  int cached = 0;
+  for (auto& result : results) {
+    absl::StatusOr<v1::LowerResponse> response = result.get_future().get();
+    ASSERT_TRUE(response.ok()) << response.status();
+    EXPECT_EQ(CanonicalBytes(response->program()), expected);
+    cached += response->cached() ? 1 : 0;
+  }
+  EXPECT_EQ(jobs.load(), 1);
+  EXPECT_EQ(cached, kCalls - 1);
+}
+
+TEST(ServiceTest, ConcurrentClientsGetCorrectIdenticalResults) {
+  ServerConfig config = LoopbackConfig();
+  config.queue_depth = 64;
+  auto server = StartServer(config);
+  ASSERT_NE(server, nullptr);
+  constexpr int kClients = 8;
+  constexpr int kCallsEach = 4;
+  // Two programs, so concurrent calls are a mix of different work.
+  std::vector<v1::LowerRequest> requests = {SyntheticChainRequest(200, 1),
+                                            SyntheticChainRequest(120, 2)};
+  std::vector<std::string> expected;
+  for (const auto& request : requests) {
+    expected.push_back(CanonicalBytes(LowerInProcess(request)));
+  }
+
+  std::vector<std::thread> threads;
+  std::atomic<int> correct{0};
+  for (int c = 0; c < kClients; ++c) {
+    threads.emplace_back([&, c] {
+      auto client = Connect(server->address());
+      CallOptions call;
+      call.bypass_cache = true;  // every call computes
+      for (int i = 0; i < kCallsEach; ++i) {
+        size_t which = static_cast<size_t>(c + i) % requests.size();
+        absl::StatusOr<v1::LowerResponse> response =
+            client->Lower(requests[which], call);
+        if (response.ok() && response->ok() &&
+            CanonicalBytes(response->program()) == expected[which]) {
+          ++correct;
+        }
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(correct.load(), kClients * kCallsEach);
+  EXPECT_EQ(server->metrics().RequestCount("Lower", "OK"),
+            kClients * kCallsEach);
+}
+
+TEST(ServiceTest, AsyncApiDeliversEveryMethod) {
+  auto server = StartServer(LoopbackConfig());
+  ASSERT_NE(server, nullptr);
+  auto client = Connect(server->address());
+
+  std::promise<absl::StatusOr<v1::LowerResponse>> lowered;
+  std::promise<absl::StatusOr<v1::VerifyResponse>> verified;
+  std::promise<absl::StatusOr<v1::GetCapabilitiesResponse>> caps;
+  v1::VerifyRequest verify;
+  *verify.mutable_request() = TinyRequest();
+  verify.set_device(v1::VERIFY_DEVICE_SIM);
+  client->LowerAsync(TinyRequest(), [&](absl::StatusOr<v1::LowerResponse> r) {
+    lowered.set_value(std::move(r));
+  });
+  client->VerifyAsync(verify, [&](absl::StatusOr<v1::VerifyResponse> r) {
+    verified.set_value(std::move(r));
+  });
+  client->GetCapabilitiesAsync(
+      [&](absl::StatusOr<v1::GetCapabilitiesResponse> r) {
+        caps.set_value(std::move(r));
+      });
+
+  absl::StatusOr<v1::LowerResponse> lower_result = lowered.get_future().get();
+  ASSERT_TRUE(lower_result.ok()) << lower_result.status();
+  EXPECT_TRUE(lower_result->ok());
+  absl::StatusOr<v1::VerifyResponse> verify_result = verified.get_future().get();
+  ASSERT_TRUE(verify_result.ok()) << verify_result.status();
+  EXPECT_TRUE(verify_result->ok());
+  absl::StatusOr<v1::GetCapabilitiesResponse> caps_result =
+      caps.get_future().get();
+  ASSERT_TRUE(caps_result.ok());
+  EXPECT_EQ(caps_result->api_version(), kApiVersion);
+
+  // Errors arrive through the callback too.
+  std::promise<absl::Status> failed;
+  client->LowerAsync(DanglingReferenceRequest(),
+                     [&](absl::StatusOr<v1::LowerResponse> r) {
+                       failed.set_value(r.status());
+                     });
+  EXPECT_EQ(failed.get_future().get().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ServiceTest, ClientRetriesUnavailableUntilTheServerIsUp) {
+  // Find a free port, then leave it closed while the client starts.
+  std::string address;
+  {
+    auto probe = StartServer(LoopbackConfig());
+    ASSERT_NE(probe, nullptr);
+    address = probe->address();
+  }
+  auto client = Connect(address, [](ClientOptions& options) {
+    options.retry.max_attempts = 20;
+    options.retry.initial_backoff = milliseconds(50);
+    options.retry.max_backoff = milliseconds(200);
+  });
+  std::promise<absl::StatusOr<v1::LowerResponse>> sync_result;
+  std::thread caller([&] { sync_result.set_value(client->Lower(TinyRequest())); });
+  std::promise<absl::StatusOr<v1::GetCapabilitiesResponse>> async_result;
+  client->GetCapabilitiesAsync(
+      [&](absl::StatusOr<v1::GetCapabilitiesResponse> r) {
+        async_result.set_value(std::move(r));
+      });
+  ASSERT_TRUE(Eventually([&] { return client->attempts() >= 4; }));
+
+  ServerConfig config = LoopbackConfig();
+  config.listen = address;
+  auto server = StartServer(config);
+  ASSERT_NE(server, nullptr);
+  absl::StatusOr<v1::LowerResponse> lowered = sync_result.get_future().get();
+  caller.join();
+  EXPECT_TRUE(lowered.ok()) << lowered.status();
+  EXPECT_TRUE(async_result.get_future().get().ok());
+  EXPECT_GE(client->attempts(), 4);
+}
+
+TEST(ServiceTest, ClientGivesUpWhenRetriesRunOut) {
+  std::string address;
+  {
+    auto probe = StartServer(LoopbackConfig());
+    ASSERT_NE(probe, nullptr);
+    address = probe->address();
+  }
+  auto client = Connect(address, [](ClientOptions& options) {
+    options.retry.max_attempts = 3;
+    options.retry.initial_backoff = milliseconds(10);
+  });
+  absl::StatusOr<v1::LowerResponse> response = client->Lower(TinyRequest());
+  EXPECT_EQ(response.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(client->attempts(), 3);
+}
+
+TEST(ServiceTest, MetricsEndpointServesPrometheusText) {
+  ServerConfig config = LoopbackConfig();
+  config.metrics_listen = "127.0.0.1:0";
+  auto server = StartServer(config);
+  ASSERT_NE(server, nullptr);
+  auto client = Connect(server->address());
+  ASSERT_TRUE(client->Lower(TinyRequest()).ok());
+  v1::VerifyRequest verify;
+  *verify.mutable_request() = TinyRequest();
+  verify.set_device(v1::VERIFY_DEVICE_SIM);
+  ASSERT_TRUE(client->Verify(verify).ok());
+  ASSERT_EQ(client->Lower(DanglingReferenceRequest()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+
+  std::string host = "127.0.0.1";
+  int port = std::stoi(server->metrics_address().substr(host.size() + 1));
+  httplib::Client http(host, port);
+  httplib::Result scraped = http.Get("/metrics");
+  ASSERT_TRUE(scraped);
+  EXPECT_EQ(scraped->status, 200);
+  const std::string& text = scraped->body;
+  for (const char* expected :
+       {"ferry_requests_total{method=\"Lower\",code=\"OK\"} 1",
+        "ferry_requests_total{method=\"Lower\",code=\"INVALID_ARGUMENT\"} 1",
+        "ferry_requests_total{method=\"Verify\",code=\"OK\"} 1",
+        "ferry_request_duration_seconds_bucket{method=\"Lower\",le=\"+Inf\"} 2",
+        "ferry_pass_duration_seconds_count{pass=\"partition\"}",
+        "ferry_queue_depth 0", "ferry_cache_lookups_total{result=\"miss\"}",
+        "ferry_verifications_total{device=\"sim\",result=\"match\"} 1",
+        "# TYPE ferry_request_duration_seconds histogram"}) {
+    EXPECT_NE(text.find(expected), std::string::npos) << expected;
+  }
+}
+
+TEST(ServiceTest, EveryRequestWritesOneStructuredLogLine) {
+  LogCapture log;
+  ServerHooks hooks;
+  hooks.log_sink = log.Sink();
+  auto server = StartServer(LoopbackConfig(), hooks);
+  ASSERT_NE(server, nullptr);
+  auto client = Connect(server->address());
+  CallOptions call;
+  call.request_id = "build-42";
+  absl::StatusOr<v1::LowerResponse> lowered = client->Lower(TinyRequest(), call);
+  ASSERT_TRUE(lowered.ok());
+  EXPECT_EQ(lowered->request_id(), "build-42");
+  ASSERT_FALSE(client->Lower(DanglingReferenceRequest()).ok());
+  ASSERT_TRUE(client->GetCapabilities().ok());
+
+  std::vector<std::string> lines = log.RpcLines();
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_NE(lines[0].find("\"request_id\":\"build-42\""), std::string::npos);
+  EXPECT_NE(lines[0].find("\"method\":\"Lower\""), std::string::npos);
+  EXPECT_NE(lines[0].find("\"code\":\"OK\""), std::string::npos);
+  EXPECT_NE(lines[0].find("\"outcome\":\"lowered\""), std::string::npos);
+  EXPECT_NE(lines[0].find("\"duration_ms\":"), std::string::npos);
+  EXPECT_NE(lines[1].find("\"code\":\"INVALID_ARGUMENT\""), std::string::npos);
+  EXPECT_NE(lines[2].find("\"method\":\"GetCapabilities\""), std::string::npos);
+  for (const std::string& line : lines) {
+    EXPECT_EQ(line.front(), '{');
+    EXPECT_EQ(line.back(), '}');
+  }
+}
+
+}  // namespace
+}  // namespace ferry::testing

@@ -1,0 +1,247 @@
+// The service's parts on their own: configuration, the bounded executor,
+// the result cache, metrics text, error details.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+
+#include "ferry/client.h"
+#include "google/rpc/error_details.pb.h"
+#include "google/rpc/status.pb.h"
+#include "server/config.h"
+#include "server/digest.h"
+#include "server/executor.h"
+#include "server/metrics.h"
+#include "server/result_cache.h"
+#include "server/rpc_errors.h"
+
+namespace ferry {
+namespace {
+
+using std::chrono::milliseconds;
+
+TEST(ConfigTest, FlagsOverrideTheConfigFileWhereverItAppears) {
+  ServerConfig config;
+  ASSERT_TRUE(ApplyConfigText("workers = 3\nqueue-depth=9 # c\n\n"
+                              "cache-bytes = \"1MiB\"\n",
+                              "test.conf", config)
+                  .ok());
+  EXPECT_EQ(config.workers, 3);
+  EXPECT_EQ(config.queue_depth, 9);
+  EXPECT_EQ(config.cache_bytes, 1 << 20);
+
+  absl::StatusOr<CommandLine> parsed = ParseCommandLine(
+      {"--workers=5", "--listen", "0.0.0.0:7000", "--max-deadline", "2m",
+       "--default-deadline=500ms", "--max-message-bytes", "8MiB"});
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->config.workers, 5);
+  EXPECT_EQ(parsed->config.listen, "0.0.0.0:7000");
+  EXPECT_EQ(parsed->config.max_deadline, std::chrono::minutes(2));
+  EXPECT_EQ(parsed->config.default_deadline, milliseconds(500));
+  EXPECT_EQ(parsed->config.max_message_bytes, 8 << 20);
+}
+
+TEST(ConfigTest, ErrorsNameTheKey) {
+  EXPECT_EQ(ParseCommandLine({"--bogus=1"}).status().message(),
+            "unknown flag --bogus (see --help)");
+  EXPECT_NE(ParseCommandLine({"--queue-depth", "-1"})
+                .status()
+                .message()
+                .find("--queue-depth"),
+            absl::string_view::npos);
+  EXPECT_FALSE(ParseCommandLine({"--workers"}).ok());  // no value
+  ServerConfig config;
+  absl::Status status = ApplyConfigText("listen 1.2.3.4:5\n", "x.conf", config);
+  EXPECT_EQ(status.message(), "x.conf:1: expected 'key = value'");
+  status = ApplyConfigText("\nfoo = 1\n", "x.conf", config);
+  EXPECT_NE(status.message().find("x.conf:2"), absl::string_view::npos);
+  EXPECT_EQ(ParseCommandLine({"--config", "/nonexistent/ferryd.conf"})
+                .status()
+                .code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST(ConfigTest, CrossFieldChecks) {
+  ServerConfig config;
+  config.tls_cert = "cert.pem";
+  EXPECT_FALSE(ValidateConfig(config).ok());
+  config.tls_key = "key.pem";
+  EXPECT_TRUE(ValidateConfig(config).ok());
+  config.max_deadline = milliseconds(10);
+  EXPECT_FALSE(ValidateConfig(config).ok());
+  ServerConfig mtls_without_tls;
+  mtls_without_tls.tls_client_ca = "ca.pem";
+  EXPECT_FALSE(ValidateConfig(mtls_without_tls).ok());
+}
+
+TEST(ConfigTest, DurationsAndSizes) {
+  EXPECT_EQ(ParseDuration("30s").value(), milliseconds(30000));
+  EXPECT_EQ(ParseDuration("250ms").value(), milliseconds(250));
+  EXPECT_EQ(ParseDuration("1.5m").value(), milliseconds(90000));
+  EXPECT_EQ(ParseDuration("2h").value(), milliseconds(7'200'000));
+  EXPECT_EQ(ParseDuration("7").value(), milliseconds(7000));
+  EXPECT_FALSE(ParseDuration("soon").ok());
+  EXPECT_FALSE(ParseDuration("-1s").ok());
+  EXPECT_EQ(ParseByteSize("64MiB").value(), int64_t{64} << 20);
+  EXPECT_EQ(ParseByteSize("10MB").value(), 10'000'000);
+  EXPECT_EQ(ParseByteSize("4096").value(), 4096);
+  EXPECT_EQ(ParseByteSize("1GiB").value(), int64_t{1} << 30);
+  EXPECT_FALSE(ParseByteSize("lots").ok());
+  EXPECT_FALSE(ParseByteSize("99999999999GiB").ok());
+}
+
+TEST(ExecutorTest, AdmitsWorkersPlusQueueDepthThenRefuses) {
+  BoundedExecutor executor(2, 1);
+  std::mutex mutex;
+  std::condition_variable changed;
+  int started = 0;
+  bool release = false;
+  auto blocking_job = [&] {
+    std::unique_lock<std::mutex> lock(mutex);
+    ++started;
+    changed.notify_all();
+    changed.wait(lock, [&] { return release; });
+  };
+  EXPECT_EQ(executor.TrySubmit(blocking_job),
+            BoundedExecutor::Admission::kAccepted);
+  EXPECT_EQ(executor.TrySubmit(blocking_job),
+            BoundedExecutor::Admission::kAccepted);
+  {
+    std::unique_lock<std::mutex> lock(mutex);
+    changed.wait(lock, [&] { return started == 2; });
+  }
+  EXPECT_EQ(executor.running(), 2);
+  EXPECT_EQ(executor.TrySubmit(blocking_job),
+            BoundedExecutor::Admission::kAccepted);  // waits in the queue
+  EXPECT_EQ(executor.queued(), 1);
+  EXPECT_EQ(executor.TrySubmit(blocking_job),
+            BoundedExecutor::Admission::kQueueFull);
+  executor.Close();
+  EXPECT_EQ(executor.TrySubmit(blocking_job),
+            BoundedExecutor::Admission::kClosed);
+  EXPECT_FALSE(executor.WaitIdle(std::chrono::steady_clock::now() +
+                                 milliseconds(20)));
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    release = true;
+  }
+  changed.notify_all();
+  EXPECT_TRUE(executor.WaitIdle(std::chrono::steady_clock::now() +
+                                std::chrono::seconds(10)));
+  EXPECT_EQ(started, 3);  // the queued job ran after Close
+}
+
+TEST(ExecutorTest, DestructorRunsAcceptedJobs) {
+  std::atomic<int> ran{0};
+  {
+    BoundedExecutor executor(1, 10);
+    for (int i = 0; i < 5; ++i) {
+      executor.TrySubmit([&] { ++ran; });
+    }
+  }
+  EXPECT_EQ(ran.load(), 5);
+}
+
+std::shared_ptr<const v1::LowerResponse> ResponseWithId(const std::string& id) {
+  auto response = std::make_shared<v1::LowerResponse>();
+  response->set_request_digest(id);
+  return response;
+}
+
+TEST(ResultCacheTest, EvictsLeastRecentlyUsedToStayWithinBytes) {
+  ResultCache cache(1000);
+  cache.Insert("a", ResponseWithId("a"), 200);
+  cache.Insert("b", ResponseWithId("b"), 200);
+  cache.Insert("c", ResponseWithId("c"), 200);
+  EXPECT_EQ(cache.entries(), 3);
+  ASSERT_NE(cache.Lookup("a"), nullptr);  // a is now the most recent
+  cache.Insert("d", ResponseWithId("d"), 200);  // evicts b
+  EXPECT_EQ(cache.Lookup("b"), nullptr);
+  EXPECT_NE(cache.Lookup("a"), nullptr);
+  EXPECT_NE(cache.Lookup("c"), nullptr);
+  EXPECT_NE(cache.Lookup("d"), nullptr);
+  EXPECT_LE(cache.bytes(), 1000);
+  EXPECT_EQ(cache.evictions(), 1);
+  cache.Insert("huge", ResponseWithId("huge"), 5000);  // never fits
+  EXPECT_EQ(cache.Lookup("huge"), nullptr);
+  EXPECT_EQ(cache.entries(), 3);
+}
+
+TEST(ResultCacheTest, ZeroCapacityStoresNothing) {
+  ResultCache cache(0);
+  cache.Insert("a", ResponseWithId("a"), 1);
+  EXPECT_EQ(cache.Lookup("a"), nullptr);
+  EXPECT_EQ(cache.bytes(), 0);
+}
+
+TEST(DigestTest, Sha256OfLengthPrefixedParts) {
+  std::string digest = Sha256Hex({"ab", "c"});
+  EXPECT_EQ(digest.size(), 64u);
+  EXPECT_EQ(digest, Sha256Hex({"ab", "c"}));
+  EXPECT_NE(digest, Sha256Hex({"a", "bc"}));
+}
+
+TEST(MetricsTest, RendersCountersHistogramsAndGauges) {
+  ServiceMetrics metrics;
+  metrics.RecordRequest("Lower", "OK", 0.003);
+  metrics.RecordRequest("Lower", "OK", 0.2);
+  metrics.RecordRequest("Verify", "FAILED_PRECONDITION", 0.001);
+  metrics.RecordPass("partition", 0.0004);
+  metrics.RecordCacheLookup(true);
+  metrics.RecordVerification("sim", "mismatch");
+  ServiceMetrics::Gauges gauges;
+  gauges.queue_depth = 4;
+  gauges.workers = 2;
+  std::string text = metrics.Render(gauges);
+  for (const char* expected : {
+           "ferry_requests_total{method=\"Lower\",code=\"OK\"} 2\n",
+           "ferry_requests_total{method=\"Verify\",code=\"FAILED_PRECONDITION\"} 1\n",
+           "ferry_request_duration_seconds_bucket{method=\"Lower\",le=\"0.005\"} 1\n",
+           "ferry_request_duration_seconds_bucket{method=\"Lower\",le=\"0.25\"} 2\n",
+           "ferry_request_duration_seconds_count{method=\"Lower\"} 2\n",
+           "ferry_pass_duration_seconds_bucket{pass=\"partition\",le=\"0.0005\"} 1\n",
+           "ferry_queue_depth 4\n", "ferry_workers 2\n",
+           "ferry_cache_lookups_total{result=\"hit\"} 1\n",
+           "ferry_verifications_total{device=\"sim\",result=\"mismatch\"} 1\n",
+           "# TYPE ferry_requests_total counter\n"}) {
+    EXPECT_NE(text.find(expected), std::string::npos) << expected;
+  }
+  EXPECT_EQ(metrics.RequestCount("Lower", "OK"), 2);
+}
+
+TEST(RpcErrorsTest, DetailsRoundTripThroughTheClientHelpers) {
+  grpc::Status status = QueueFullError(8, milliseconds(1500));
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  absl::Status converted(absl::StatusCode::kResourceExhausted,
+                         status.error_message());
+  converted.SetPayload(kErrorDetailsPayload, absl::Cord(status.error_details()));
+  std::optional<google::rpc::RetryInfo> retry =
+      ErrorDetail<google::rpc::RetryInfo>(converted);
+  ASSERT_TRUE(retry.has_value());
+  EXPECT_EQ(retry->retry_delay().seconds(), 1);
+  EXPECT_EQ(retry->retry_delay().nanos(), 500'000'000);
+  std::optional<google::rpc::ErrorInfo> info =
+      ErrorDetail<google::rpc::ErrorInfo>(converted);
+  ASSERT_TRUE(info.has_value());
+  EXPECT_EQ(info->reason(), "QUEUE_FULL");
+  EXPECT_FALSE(ErrorDetail<google::rpc::BadRequest>(converted).has_value());
+}
+
+TEST(RpcErrorsTest, MalformedRequestCodesAreImportAndValidationErrors) {
+  Diagnostic diagnostic;
+  diagnostic.code = "FERRY-E0102";
+  EXPECT_TRUE(IsMalformedRequestDiagnostic(diagnostic));
+  diagnostic.code = "FERRY-E0501";
+  EXPECT_TRUE(IsMalformedRequestDiagnostic(diagnostic));
+  diagnostic.code = "FERRY-E0804";
+  EXPECT_FALSE(IsMalformedRequestDiagnostic(diagnostic));
+  diagnostic.code = "FERRY-E0701";
+  EXPECT_FALSE(IsMalformedRequestDiagnostic(diagnostic));
+  diagnostic.code = "FERRY-W0502";
+  diagnostic.severity = Severity::kWarning;
+  EXPECT_FALSE(IsMalformedRequestDiagnostic(diagnostic));
+}
+
+}  // namespace
+}  // namespace ferry
