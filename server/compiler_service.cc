@@ -26,11 +26,30 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-// The pipeline's passes in order (passes/pipeline.h), as advertised.
-constexpr const char* kPasses[] = {"validate",       "normalize_layout",
-                                   "partition",      "lower",
-                                   "place_and_copy", "plan_memory",
-                                   "emit"};
+// The pipeline's passes in order, as it reports them in LowerStats: learnt
+// by lowering the smallest program once, so that what is advertised is what
+// runs.
+std::vector<std::string> PipelinePassNames() {
+  v1::LowerRequest request;
+  v1::Method* method = request.mutable_program()->add_methods();
+  method->set_name("probe");
+  v1::Node* input = method->add_nodes();
+  input->set_name("x");
+  input->mutable_input()->set_kind(v1::USER_INPUT);
+  input->mutable_tensor()->set_dtype(v1::F32);
+  input->mutable_tensor()->add_sizes(1);
+  v1::Node* output = method->add_nodes();
+  output->set_name("output");
+  output->mutable_output()->add_values()->set_value("x");
+  std::vector<std::string> names;
+  absl::StatusOr<LowerResult> result = ferry::Lower(request);
+  if (result.ok()) {
+    for (const PassTiming& pass : result->stats.passes) {
+      names.push_back(pass.name);
+    }
+  }
+  return names;
+}
 
 double MillisBetween(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double, std::milli>(to - from).count();
@@ -233,7 +252,8 @@ CompilerService::CompilerService(ServiceOptions options,
       executor_(executor),
       metrics_(metrics),
       logger_(logger),
-      cache_(options_.cache_bytes) {}
+      cache_(options_.cache_bytes),
+      pass_names_(PipelinePassNames()) {}
 
 CompilerService::~CompilerService() = default;
 
@@ -646,7 +666,7 @@ v1::GetCapabilitiesResponse CompilerService::Capabilities() const {
   limits->set_queue_depth(executor_.queue_depth());
   limits->set_default_deadline_ms(options_.default_deadline.count());
   limits->set_max_deadline_ms(options_.max_deadline.count());
-  for (const char* pass : kPasses) caps.add_passes(pass);
+  for (const std::string& pass : pass_names_) caps.add_passes(pass);
   const google::protobuf::Descriptor* lower_options =
       v1::LowerOptions::descriptor();
   for (int i = 0; i < lower_options->field_count(); ++i) {

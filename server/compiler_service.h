@@ -112,6 +112,7 @@ class CompilerService final : public v1::Compiler::CallbackService {
   ServiceMetrics& metrics_;
   Logger& logger_;
   ResultCache cache_;
+  const std::vector<std::string> pass_names_;
   std::atomic<bool> draining_{false};
   std::atomic<bool> aborting_{false};
 

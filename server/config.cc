@@ -329,8 +329,8 @@ std::string Usage() {
     absl::StrAppend(&usage, left, " ", key.help, "\n");
   }
   absl::StrAppend(&usage,
-                  "  --config FILE                    read keys from FILE\n"
-                  "  --probe HOST:PORT                check a server's health "
+                  "  --config FILE                   read keys from FILE\n"
+                  "  --probe HOST:PORT               check a server's health "
                   "and exit 0 when SERVING\n"
                   "  --version, --help\n");
   return usage;
