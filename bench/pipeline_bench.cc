@@ -12,6 +12,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/arena.h"
 #include "ferry/v1/program.pb.h"
 #include "passes/pipeline.h"
 #include "passes/proto_io.h"
@@ -111,20 +112,22 @@ void BM_Pipeline(benchmark::State& state) {
   std::vector<PassTiming> passes;
   double ratio = 0;
   for (auto _ : state) {
-    v1::LowerRequest parsed;
+    // As the service does: protobuf messages live on an arena.
+    google::protobuf::Arena arena;
+    auto* parsed = google::protobuf::Arena::CreateMessage<v1::LowerRequest>(&arena);
     bool bare = false;
-    if (!ParseRequest(bytes, FileFormat::kBinary, "bench", &parsed, &bare).ok()) {
+    if (!ParseRequest(bytes, FileFormat::kBinary, "bench", parsed, &bare).ok()) {
       state.SkipWithError("parse failed");
       return;
     }
-    absl::StatusOr<LowerResult> result = Lower(parsed);
+    absl::StatusOr<LowerResult> result = Lower(*parsed);
     if (!result.ok() || !result->ok) {
       state.SkipWithError("lowering failed");
       return;
     }
-    v1::Program out;
-    ExportProgram(result->program, &out);
-    benchmark::DoNotOptimize(SerializeProgram(out, FileFormat::kBinary));
+    auto* out = google::protobuf::Arena::CreateMessage<v1::Program>(&arena);
+    ExportProgram(result->program, out);
+    benchmark::DoNotOptimize(SerializeProgram(*out, FileFormat::kBinary));
     passes = result->stats.passes;
     int64_t size = 0, bound = 0;
     for (const ArenaSummary& a : result->stats.arenas) {

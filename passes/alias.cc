@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <map>
 
+#include "absl/container/flat_hash_map.h"
+
 #include "passes/schema.h"
 #include "passes/shape_rules.h"
 
@@ -25,6 +27,10 @@ StorageRoots::StorageRoots(const Method& method)
       if (const OpInfo* info = LookupOp(node.target))
         metadata_only_[i] = info->metadata_only ? 1 : 0;
     }
+    bool annotated = false;
+    for (const SchemaArgument& a : node.schema->arguments)
+      annotated |= a.alias.has_value();
+    if (!annotated) continue;  // reads its arguments, returns fresh storage
     absl::StatusOr<std::vector<const Argument*>> bound =
         BindArguments(*node.schema, node.args);
     if (!bound.ok()) continue;  // reported by validation
@@ -62,7 +68,10 @@ std::vector<std::vector<int32_t>> EffectDependencies(
     int32_t last_writer = -1;
     std::vector<int32_t> readers_since_write;
   };
-  std::map<ValueId, State> state;
+  absl::flat_hash_map<int64_t, State> state;
+  auto key = [](const ValueId& v) {
+    return (static_cast<int64_t>(v.node) << 24) + (v.element + 1);
+  };
   // Only storages that something writes need tracking.
   std::vector<char> written_root(n, 0);
   std::map<ValueId, char> written_element;
@@ -89,14 +98,14 @@ std::vector<std::vector<int32_t>> EffectDependencies(
       if (tracked(root)) read_roots.push_back(root);
     });
     for (const ValueId& root : read_roots) {
-      auto it = state.find(root);
+      auto it = state.find(key(root));
       if (it == state.end()) continue;
       if (it->second.last_writer >= 0) deps[i].push_back(it->second.last_writer);
     }
     std::vector<ValueId> written;
     for (const ValueId& w : roots.WrittenBy(i)) written.push_back(roots.RootOf(w));
     for (const ValueId& root : written) {
-      State& s = state[root];
+      State& s = state[key(root)];
       if (s.last_writer >= 0) deps[i].push_back(s.last_writer);
       for (int32_t r : s.readers_since_write)
         if (r != i) deps[i].push_back(r);
@@ -105,7 +114,7 @@ std::vector<std::vector<int32_t>> EffectDependencies(
     }
     for (const ValueId& root : read_roots) {
       bool writes = std::find(written.begin(), written.end(), root) != written.end();
-      if (!writes) state[root].readers_since_write.push_back(i);
+      if (!writes) state[key(root)].readers_since_write.push_back(i);
     }
     std::sort(deps[i].begin(), deps[i].end());
     deps[i].erase(std::unique(deps[i].begin(), deps[i].end()), deps[i].end());

@@ -138,9 +138,16 @@ std::optional<int64_t> TensorSpec::NumBytes() const {
 std::optional<int64_t> TensorSpec::StorageBytes() const {
   std::optional<int64_t> n = NumElements();
   if (!n || storage_offset < 0) return std::nullopt;
-  std::vector<int64_t> st = Strides();
-  if (st.size() != sizes.size()) return std::nullopt;
   if (*n == 0) return 0;
+  if (strides.empty()) {  // contiguous
+    int64_t elements = 0, bytes = 0;
+    if (__builtin_add_overflow(storage_offset, *n, &elements) ||
+        __builtin_mul_overflow(elements, ElementSize(dtype), &bytes))
+      return std::nullopt;
+    return bytes;
+  }
+  const std::vector<int64_t>& st = strides;
+  if (st.size() != sizes.size()) return std::nullopt;
   int64_t last = storage_offset;
   for (size_t i = 0; i < sizes.size(); ++i) {
     int64_t term = 0;
@@ -173,11 +180,15 @@ bool DenseInOrder(const std::vector<int64_t>& sizes,
 }  // namespace
 
 bool TensorSpec::IsContiguous() const {
-  std::vector<int64_t> st = Strides();
-  if (st.size() != sizes.size()) return false;
-  std::vector<int64_t> order(sizes.size());
-  std::iota(order.begin(), order.end(), 0);
-  return DenseInOrder(sizes, st, order);
+  if (strides.empty()) return true;  // implicit strides are contiguous
+  if (strides.size() != sizes.size()) return false;
+  int64_t expected = 1;
+  for (size_t d = sizes.size(); d-- > 0;) {
+    if (sizes[d] == 0) return true;
+    if (sizes[d] != 1 && strides[d] != expected) return false;
+    expected *= sizes[d];
+  }
+  return true;
 }
 
 bool TensorSpec::IsChannelsLast() const {
@@ -197,9 +208,12 @@ std::vector<int64_t> TensorSpec::DimOrder() const {
 }
 
 bool TensorSpec::SameLayout(const TensorSpec& other) const {
-  return dtype == other.dtype && sizes == other.sizes &&
-         storage_offset == other.storage_offset &&
-         Strides() == other.Strides();
+  if (dtype != other.dtype || sizes != other.sizes ||
+      storage_offset != other.storage_offset)
+    return false;
+  if (strides == other.strides) return true;
+  // One side may leave its (contiguous) strides implicit.
+  return Strides() == other.Strides();
 }
 
 std::string_view InputKindName(InputKind kind) {

@@ -196,6 +196,11 @@ void CheckConvex(const Method& method, const Groups& groups,
 // Program data goes into a partition only when every reader is in it.
 // `adopt_untagged`: BY_CAPABILITY takes in untagged program data too.
 void AdoptProgramData(Method& method, bool adopt_untagged) {
+  bool any = false;
+  for (const Node& node : method.nodes)
+    any |= IsProgramDataNode(node) &&
+           (adopt_untagged || !node.delegation_tag.empty());
+  if (!any) return;
   std::vector<std::vector<Use>> uses = BuildUses(method);
   for (size_t i = 0; i < method.nodes.size(); ++i) {
     Node& node = method.nodes[i];
@@ -237,6 +242,10 @@ absl::StatusOr<PassStats> Partition(Program& program,
         AdoptProgramData(method, /*adopt_untagged=*/true);
         break;
       case LowerOptions::Partitioner::kByTag: {
+        bool any_tag = false;
+        for (const Node& node : method.nodes)
+          any_tag |= !node.delegation_tag.empty();
+        if (!any_tag) continue;
         StorageRoots roots(method);
         CheckTaggedNodes(method, roots, GroupsFromTags(method), diagnostics);
         AdoptGetItems(method);
@@ -245,6 +254,7 @@ absl::StatusOr<PassStats> Partition(Program& program,
       }
     }
     Groups groups = GroupsFromTags(method);
+    if (groups.tags.empty()) continue;
     CheckConvex(method, groups, diagnostics);
     partitions += static_cast<int64_t>(groups.tags.size());
   }

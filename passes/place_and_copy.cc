@@ -30,6 +30,7 @@
 // its first reader, D2H after its source) and labels every value's device.
 #include "passes/place_and_copy.h"
 
+#include <deque>
 #include <map>
 
 #include "absl/container/flat_hash_map.h"
@@ -121,6 +122,7 @@ class CoherenceWalk {
         n_(static_cast<int32_t>(method.nodes.size())),
         before_(n_),
         after_(n_) {
+    names_.reserve(method.nodes.size());
     for (const Node& node : method.nodes) names_.insert(node.name);
   }
 
@@ -214,9 +216,9 @@ class CoherenceWalk {
     }
     return copies_[token.node - n_].name;
   }
-  std::string UniqueName(std::string base) {
+  std::string UniqueName(std::string base) const {
     std::string name = base;
-    for (int k = 1; !names_.insert(name).second; ++k)
+    for (int k = 1; names_.contains(name); ++k)
       name = absl::StrCat(base, "_", k);
     return name;
   }
@@ -234,6 +236,7 @@ class CoherenceWalk {
     copy.tensor.memory = MemoryPlacement{};
     copy.tensor.SetDevice(to);
     copies_.push_back(std::move(copy));
+    names_.insert(copies_.back().name);  // the deque keeps it in place
     return ValueId{n_ + static_cast<int32_t>(copies_.size()) - 1, -1};
   }
 
@@ -266,7 +269,7 @@ class CoherenceWalk {
     const int32_t version = Version(root);
     if (canonical == root && Home(root) == d && version == 0)
       return IsDeviceResident(v) ? v : Origin(root);
-    const std::tuple<int64_t, int32_t, Device> key{Key(canonical), version, d};
+    const CopyKey key{Key(canonical), version, d};
     if (auto it = device_copy_.find(key); it != device_copy_.end())
       return it->second;
     const bool program_data = root.element < 0 &&
@@ -458,15 +461,27 @@ class CoherenceWalk {
   Diagnostics& diagnostics_;
   const StorageRoots roots_;
   const int32_t n_;
-  std::vector<Node> copies_;
+  std::deque<Node> copies_;
   std::vector<std::vector<int32_t>> before_;
   std::vector<std::vector<int32_t>> after_;
-  absl::flat_hash_set<std::string> names_;
+  // Views of the node and copy names (both stay in place during the walk).
+  absl::flat_hash_set<absl::string_view> names_;
   absl::flat_hash_map<int64_t, Device> home_;
   absl::flat_hash_map<int64_t, int32_t> version_;
   absl::flat_hash_map<int64_t, ValueId> origin_;
   absl::flat_hash_map<int64_t, ValueId> host_copy_;
-  std::map<std::tuple<int64_t, int32_t, Device>, ValueId> device_copy_;
+  struct CopyKey {
+    int64_t value;
+    int32_t version;
+    Device device;
+    friend bool operator==(const CopyKey&, const CopyKey&) = default;
+    template <typename H>
+    friend H AbslHashValue(H h, const CopyKey& k) {
+      return H::combine(std::move(h), k.value, k.version,
+                        static_cast<int>(k.device.type), k.device.index);
+    }
+  };
+  absl::flat_hash_map<CopyKey, ValueId> device_copy_;
   absl::flat_hash_set<int64_t> warned_;
   absl::flat_hash_set<int64_t> refused_;
 };

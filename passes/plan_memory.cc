@@ -42,35 +42,37 @@ struct Block {
   int64_t offset = -1;
 };
 
+// Dense numbering of the values of a method: slot 0 of a node is its whole
+// result, slot 1 + e its tuple element e.
+class ValueSlots {
+ public:
+  explicit ValueSlots(const Method& method) : base_(method.nodes.size() + 1) {
+    for (size_t i = 0; i < method.nodes.size(); ++i)
+      base_[i + 1] = base_[i] + 1 + static_cast<int32_t>(method.nodes[i].tuple.size());
+  }
+  int32_t Of(ValueId v) const { return base_[v.node] + 1 + v.element; }
+  int32_t size() const { return base_.back(); }
+
+ private:
+  std::vector<int32_t> base_;
+};
+
 // Phase 1.
 std::vector<Block> CollectBlocks(const Method& method,
                                  const StorageRoots& roots,
+                                 const ValueSlots& slots,
                                  const LowerOptions& options,
                                  Diagnostics& diagnostics) {
   const int32_t n = static_cast<int32_t>(method.nodes.size());
-  std::vector<int32_t> last_use_node(n, -1);  // per root node (whole)
-  std::map<ValueId, int32_t> last_use_element;
-  auto touch = [&](ValueId root, int32_t at) {
-    if (root.element < 0)
-      last_use_node[root.node] = std::max(last_use_node[root.node], at);
-    else
-      last_use_element[root] = std::max(last_use_element[root], at);
-  };
-  std::vector<char> is_output(n, 0);
-  std::map<ValueId, char> is_output_element;
+  std::vector<int32_t> last_use(slots.size(), -1);
+  std::vector<char> is_output(slots.size(), 0);
   for (int32_t i = 0; i < n; ++i) {
     const Node& node = method.nodes[i];
     ForEachOperand(node, [&](const ValueId& v) {
-      ValueId root = roots.RootOf(v);
-      touch(root, i);
-      if (node.kind == NodeKind::kOutput) {
-        if (root.element < 0)
-          is_output[root.node] = 1;
-        else
-          is_output_element[root] = 1;
-      }
+      const int32_t slot = slots.Of(roots.RootOf(v));
+      last_use[slot] = std::max(last_use[slot], i);
+      if (node.kind == NodeKind::kOutput) is_output[slot] = 1;
     });
-    // A getitem reads its tuple element (keeps it alive).
   }
   std::vector<Block> blocks;
   auto consider = [&](ValueId v, const TensorSpec& spec, const Node& node,
@@ -80,8 +82,7 @@ std::vector<Block> CollectBlocks(const Method& method,
         (node.kind == NodeKind::kInput && IsProgramData(node.input_kind)))
       return;  // program data lives in the program
     const bool graph_input = node.kind == NodeKind::kInput;
-    const bool graph_output = v.element < 0 ? is_output[v.node] != 0
-                                            : is_output_element.count(v) > 0;
+    const bool graph_output = is_output[slots.Of(v)] != 0;
     if (graph_input && !options.alloc_graph_input) return;
     if (graph_output && !options.alloc_graph_output) return;
     std::optional<int64_t> bytes = spec.StorageBytes();
@@ -98,11 +99,7 @@ std::vector<Block> CollectBlocks(const Method& method,
                                                       : Device::Cpu();
     b.size = AlignUp(*bytes);
     b.first = graph_input ? 0 : i;
-    int32_t last = v.element < 0 ? last_use_node[v.node]
-                                 : (last_use_element.count(v)
-                                        ? last_use_element.at(v)
-                                        : -1);
-    b.last = std::max(last, b.first);
+    b.last = std::max(last_use[slots.Of(v)], b.first);
     if (node.kind == NodeKind::kCall && node.at_load) {
       b.first = 0;
       b.last = n;
@@ -202,39 +199,58 @@ absl::StatusOr<PassStats> PlanMemory(Program& program,
       for (TensorSpec& s : node.tuple) s.memory = MemoryPlacement{};
     }
     StorageRoots roots(method);
-    std::vector<Block> blocks = CollectBlocks(method, roots, options, diagnostics);
+    ValueSlots slots(method);
+    std::vector<Block> blocks =
+        CollectBlocks(method, roots, slots, options, diagnostics);
 
     // One arena per device, host first.
     std::map<Device, int32_t> arena_of;
     for (const Block& b : blocks) arena_of.emplace(b.device, 0);
+    // Dense arena index per block (a std::map lookup per block is slow).
     int32_t next_arena = 0;
     for (auto& [device, index] : arena_of) {
       index = next_arena++;
       method.arenas.push_back(Arena{device, 0, 0});
+    }
+    std::vector<int32_t> block_arena(blocks.size());
+    for (size_t k = 0; k < blocks.size(); ++k) {
+      if (k > 0 && blocks[k].device == blocks[k - 1].device)
+        block_arena[k] = block_arena[k - 1];
+      else
+        block_arena[k] = arena_of[blocks[k].device];
     }
     std::vector<FreeListAllocator> allocators(arena_of.size());
     std::vector<int64_t> live(arena_of.size(), 0);
 
     // Walk the steps: free the blocks whose last reader ran, then place the
     // blocks defined here.
-    const int32_t steps = static_cast<int32_t>(method.nodes.size()) + 1;
-    std::vector<std::vector<int32_t>> defined_at(steps), freed_after(steps);
-    for (int32_t k = 0; k < static_cast<int32_t>(blocks.size()); ++k) {
-      defined_at[std::min(blocks[k].first, steps - 1)].push_back(k);
-      freed_after[std::min(blocks[k].last, steps - 1)].push_back(k);
-    }
-    for (int32_t t = 0; t < steps; ++t) {
-      for (int32_t k : defined_at[t]) {
-        Block& b = blocks[k];
-        const int32_t a = arena_of[b.device];
+    const int32_t count = static_cast<int32_t>(blocks.size());
+    std::vector<int32_t> by_first(count), by_last(count);
+    for (int32_t k = 0; k < count; ++k) by_first[k] = by_last[k] = k;
+    std::stable_sort(by_first.begin(), by_first.end(), [&](int32_t x, int32_t y) {
+      return blocks[x].first < blocks[y].first;
+    });
+    std::stable_sort(by_last.begin(), by_last.end(), [&](int32_t x, int32_t y) {
+      return blocks[x].last < blocks[y].last;
+    });
+    for (int32_t next_def = 0, next_free = 0; next_def < count;) {
+      const int32_t t = blocks[by_first[next_def]].first;
+      for (; next_def < count && blocks[by_first[next_def]].first == t;
+           ++next_def) {
+        Block& b = blocks[by_first[next_def]];
+        const int32_t a = block_arena[by_first[next_def]];
         b.offset = allocators[a].Allocate(b.size);
         live[a] += b.size;
         method.arenas[a].lower_bound =
             std::max(method.arenas[a].lower_bound, live[a]);
       }
-      for (int32_t k : freed_after[t]) {
-        Block& b = blocks[k];
-        const int32_t a = arena_of[b.device];
+      // Free everything whose last reader runs before the next definition.
+      const int32_t next_t =
+          next_def < count ? blocks[by_first[next_def]].first : INT32_MAX;
+      for (; next_free < count && blocks[by_last[next_free]].last < next_t;
+           ++next_free) {
+        const Block& b = blocks[by_last[next_free]];
+        const int32_t a = block_arena[by_last[next_free]];
         allocators[a].Free(b.offset, b.size);
         live[a] -= b.size;
       }
@@ -243,20 +259,16 @@ absl::StatusOr<PassStats> PlanMemory(Program& program,
       method.arenas[a].size = allocators[a].peak();
 
     // Phase 3: placements, aliases through their roots.
-    std::map<ValueId, MemoryPlacement> placement;
-    for (const Block& b : blocks)
-      placement[b.root] = MemoryPlacement{arena_of[b.device], b.offset, b.size,
-                                          true};
+    std::vector<MemoryPlacement> placement(slots.size());
+    for (size_t k = 0; k < blocks.size(); ++k)
+      placement[slots.Of(blocks[k].root)] = MemoryPlacement{
+          block_arena[k], blocks[k].offset, blocks[k].size, true};
     for (int32_t i = 0; i < static_cast<int32_t>(method.nodes.size()); ++i) {
       Node& node = method.nodes[i];
-      if (node.result == ResultKind::kTensor) {
-        auto it = placement.find(roots.RootOf(ValueId{i, -1}));
-        if (it != placement.end()) node.tensor.memory = it->second;
-      }
-      for (int32_t e = 0; e < static_cast<int32_t>(node.tuple.size()); ++e) {
-        auto it = placement.find(ValueId{i, e});
-        if (it != placement.end()) node.tuple[e].memory = it->second;
-      }
+      if (node.result == ResultKind::kTensor)
+        node.tensor.memory = placement[slots.Of(roots.RootOf(ValueId{i, -1}))];
+      for (int32_t e = 0; e < static_cast<int32_t>(node.tuple.size()); ++e)
+        node.tuple[e].memory = placement[slots.Of(ValueId{i, e})];
     }
     planned += static_cast<int64_t>(blocks.size());
   }

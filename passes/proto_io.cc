@@ -134,7 +134,7 @@ class MethodImporter {
                            {absl::StrCat("#", i)});
         continue;
       }
-      auto [it, inserted] = index_.emplace(name, i);
+      auto [it, inserted] = index_.emplace(absl::string_view(name), i);
       if (!inserted)
         diagnostics_.Error(codes::kDuplicateName,
                            absl::StrCat("duplicate node name '", name,
@@ -160,7 +160,7 @@ class MethodImporter {
   // Resolves `name` read by node `reader` (at index `at`).
   int32_t Resolve(const std::string& name, const std::string& reader,
                   int32_t at) {
-    auto it = index_.find(name);
+    auto it = index_.find(absl::string_view(name));
     if (it == index_.end()) {
       diagnostics_.Error(codes::kDanglingReference,
                          absl::StrCat("reference to undefined value '", name,
@@ -473,7 +473,8 @@ class MethodImporter {
   const Program& program_;
   Diagnostics& diagnostics_;
   SpecImporter specs_;
-  absl::flat_hash_map<std::string, int32_t> index_;
+  // Keys point into the proto's names, which outlive the import.
+  absl::flat_hash_map<absl::string_view, int32_t> index_;
 };
 
 void ExportArgument(const Method& m, const Argument& a, v1::Argument* p) {
@@ -780,28 +781,24 @@ absl::Status ParseRequest(std::string_view bytes, FileFormat format,
                                                                : error));
     }
     case FileFormat::kBinary: {
-      v1::LowerRequest as_request;
-      bool request_ok =
-          as_request.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()));
+      // Parsed in place (the request may live on an arena).
+      const int size = static_cast<int>(bytes.size());
+      const bool request_ok = request->ParseFromArray(bytes.data(), size);
       if (request_ok &&
-          as_request.GetReflection()->GetUnknownFields(as_request).empty() &&
-          PlausibleProgram(as_request.program())) {
-        *request = std::move(as_request);
+          request->GetReflection()->GetUnknownFields(*request).empty() &&
+          PlausibleProgram(request->program()))
         return absl::OkStatus();
-      }
-      v1::Program program;
-      if (program.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
-        *request->mutable_program() = std::move(program);
+      request->Clear();
+      if (request->mutable_program()->ParseFromArray(bytes.data(), size)) {
         *was_bare_program = true;
         return absl::OkStatus();
       }
-      if (request_ok) {
-        *request = std::move(as_request);
+      request->Clear();
+      if (request_ok && request->ParseFromArray(bytes.data(), size))
         return absl::OkStatus();
-      }
       return absl::InvalidArgumentError(absl::StrCat(
-          std::string(what), ": not a LowerRequest or Program in binary protobuf form "
-                "(truncated or corrupt?)"));
+          std::string(what), ": not a LowerRequest or Program in binary "
+                             "protobuf form (truncated or corrupt?)"));
     }
     case FileFormat::kJson: {
       google::protobuf::util::JsonParseOptions options;

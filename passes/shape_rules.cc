@@ -1540,6 +1540,22 @@ absl::StatusOr<std::vector<TensorSpec>> InferResultSpecs(const OpInfo& info,
     }
   }
   BoundCall bound_call(schema, method, *std::move(bound));
+  // The rules read sizes and strides as given; a malformed operand spec
+  // (negative or overflowing sizes, strides of the wrong rank) is refused
+  // here rather than computed over.
+  for (const Argument& arg : call.args) {
+    std::vector<ValueId> values = arg.values;
+    if (arg.kind == ArgKind::kValue) values.push_back(arg.value);
+    for (const ValueId& value : values) {
+      const TensorSpec* spec = method.Spec(value);
+      if (spec != nullptr && !spec->StorageBytes().has_value()) {
+        return bound_call.Error(absl::StrCat(
+            "operand '", method.ValueName(value),
+            "' has a malformed spec (negative or overflowing sizes, strides "
+            "or offset)"));
+      }
+    }
+  }
 
   Specs results;
   switch (info.shape_rule) {

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -727,6 +728,104 @@ TEST(InferResultSpecsTest, UnimplementedWithoutARuleOrForSymbolicValues) {
   // Types are checked before the rule runs.
   EXPECT_THAT(g.Error("aten::relu", {I(3)}),
               HasSubstr("argument 'self' of 'aten::relu' must be Tensor"));
+}
+
+// --- Robustness
+// -------------------------------------------------------------------
+
+// Every registered operator, called with random arguments over random (also
+// hostile) operand specs, answers with a status and never crashes.
+TEST(InferResultSpecsTest, FuzzNeverCrashes) {
+  std::mt19937_64 random(7);
+  const int64_t kHuge = int64_t{1} << 62;
+  const std::vector<int64_t> sizes_pool = {0, 1, 2, 3, 5, kHuge, -1};
+  const std::vector<int64_t> ints_pool = {0,
+                                          1,
+                                          2,
+                                          -1,
+                                          -2,
+                                          3,
+                                          7,
+                                          -100,
+                                          kHuge,
+                                          -kHuge,
+                                          std::numeric_limits<int64_t>::max(),
+                                          std::numeric_limits<int64_t>::min()};
+  const std::vector<DType> dtypes = {DType::kF32, DType::kF16,  DType::kI32,
+                                     DType::kI64, DType::kBool, DType::kU8};
+  auto pick = [&](const auto& pool) { return pool[random() % pool.size()]; };
+  int answered_ok = 0;
+  for (const std::string& op : RegisteredOps()) {
+    const OpInfo* info = LookupOp(op);
+    for (int iteration = 0; iteration < 300; ++iteration) {
+      Graph g;
+      std::vector<ValueId> tensors;
+      for (int t = 0; t < 3; ++t) {
+        int rank = static_cast<int>(random() % 5);
+        Sizes sizes;
+        Sizes strides;
+        // Mostly sane sizes, sometimes hostile ones.
+        for (int d = 0; d < rank; ++d) {
+          sizes.push_back(random() % 8 == 0 ? pick(sizes_pool)
+                                            : 1 + random() % 4);
+        }
+        if (random() % 3 == 0) {
+          for (int d = 0; d < rank + (random() % 6 == 0 ? 1 : 0); ++d) {
+            strides.push_back(random() % 8 == 0 ? pick(ints_pool)
+                                                : random() % 13);
+          }
+        }
+        tensors.push_back(
+            g.Tensor(pick(dtypes), sizes, strides,
+                     random() % 10 == 0 ? pick(ints_pool) : random() % 4));
+      }
+      ValueId scalar = g.IntScalar();
+      std::vector<Argument> args;
+      size_t count = info->schema->arguments.size();
+      if (random() % 4 == 0) count = random() % (count + 2);
+      for (size_t a = 0; a < count; ++a) {
+        switch (random() % 10) {
+          case 0:
+          case 1:
+          case 2:
+            args.push_back(V(pick(tensors)));
+            break;
+          case 3:
+            args.push_back(I(pick(ints_pool)));
+            break;
+          case 4: {
+            Sizes list;
+            for (uint64_t n = random() % 5; n > 0; --n) {
+              list.push_back(random() % 2 ? pick(ints_pool)
+                                          : int64_t(random() % 4) - 1);
+            }
+            args.push_back(Ints(list));
+            break;
+          }
+          case 5:
+            args.push_back(Values({pick(tensors), pick(tensors)}));
+            break;
+          case 6:
+            args.push_back(None());
+            break;
+          case 7:
+            args.push_back(B(random() % 2));
+            break;
+          case 8:
+            args.push_back(F(0.5));
+            break;
+          default:
+            args.push_back(random() % 2 ? V(scalar) : DTypeArg(pick(dtypes)));
+            break;
+        }
+      }
+      // Well-typed calls most of the time: the first argument a tensor.
+      if (!args.empty() && random() % 2) args[0] = V(pick(tensors));
+      absl::StatusOr<std::vector<TensorSpec>> specs = g.Infer(op, args);
+      if (specs.ok()) ++answered_ok;
+    }
+  }
+  EXPECT_GT(answered_ok, 0);
 }
 
 }  // namespace

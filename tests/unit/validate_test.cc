@@ -7,6 +7,8 @@
 #include <google/protobuf/text_format.h>
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -117,8 +119,10 @@ std::string DelegateProgram(const std::string& target_device) {
 // --- Clean programs
 // ----------------------------------------------------------------
 
-TEST(ValidateTest, CleanProgramHasNoDiagnostics) {
-  const std::string text = Module("cuda:0") + R"pb(
+// A program using views, in-place ops, tuples, metadata ops, a custom op and
+// a delegate, all declared correctly.
+std::string CleanProgram() {
+  return Module("cuda:0") + R"pb(
     constants {
       name: "w"
       spec {
@@ -366,7 +370,10 @@ TEST(ValidateTest, CleanProgramHasNoDiagnostics) {
       }
     }
   )pb";
-  Diagnostics diagnostics = ValidateText(text);
+}
+
+TEST(ValidateTest, CleanProgramHasNoDiagnostics) {
+  Diagnostics diagnostics = ValidateText(CleanProgram());
   EXPECT_THAT(diagnostics.items(), IsEmpty())
       << FormatDiagnosticsText(diagnostics, "test");
 }
@@ -792,6 +799,93 @@ TEST(ValidateTest, ModuleGraphsAreValidatedAsMethods) {
   EXPECT_EQ(d.message,
             "aten::mm of f32[2,3] and f32[2,3]: inner dimensions 3 and 2 "
             "differ");
+}
+
+// --- Robustness
+// ----------------------------------------------------------------------
+
+// Random corruptions of a valid program's IR (specs, arguments, results,
+// modules) give diagnostics, never a crash.
+TEST(ValidateTest, FuzzedProgramsNeverCrash) {
+  const Program clean = Import(CleanProgram());
+  std::mt19937_64 random(11);
+  const int64_t kHuge = int64_t{1} << 62;
+  const std::vector<int64_t> pool = {0,  1,  2,     3,      -1,
+                                     -7, 16, kHuge, -kHuge, 1000};
+  auto pick = [&](const std::vector<int64_t>& values) {
+    return values[random() % values.size()];
+  };
+  int with_errors = 0;
+  for (int iteration = 0; iteration < 3000; ++iteration) {
+    Program program = clean;
+    for (int edit = 1 + random() % 3; edit > 0; --edit) {
+      bool in_module = random() % 4 == 0;
+      Method& graph = in_module ? program.modules[0].graph : program.methods[0];
+      int32_t n = static_cast<int32_t>(graph.nodes.size());
+      int32_t i = static_cast<int32_t>(random() % (n - 1));  // not the output
+      Node& node = graph.nodes[i];
+      TensorSpec* spec = node.MutableSpec(
+          node.result == ResultKind::kTuple
+              ? static_cast<int32_t>(random() % (node.tuple.size() + 1)) - 1
+              : -1);
+      switch (random() % 9) {
+        case 0:
+          if (spec && !spec->sizes.empty()) {
+            spec->sizes[random() % spec->sizes.size()] = pick(pool);
+          }
+          break;
+        case 1:
+          if (spec) spec->sizes.push_back(pick(pool));
+          break;
+        case 2:
+          if (spec) spec->strides.assign(random() % 4, pick(pool));
+          break;
+        case 3:
+          if (spec) spec->storage_offset = pick(pool);
+          if (spec && random() % 2) spec->dtype = DType(random() % 11);
+          break;
+        case 4:
+          if (!node.args.empty()) {
+            Argument& arg = node.args[random() % node.args.size()];
+            arg.kind = ArgKind(random() % 9);
+            arg.int_value = pick(pool);
+            arg.ints = {pick(pool), pick(pool)};
+            arg.value = ValueId{static_cast<int32_t>(random() % (i + 1)) - 1,
+                                static_cast<int32_t>(random() % 4) - 1};
+            if (arg.value.node < 0) arg.value.node = 0;
+            arg.values = {arg.value};
+          }
+          break;
+        case 5:
+          if (!node.args.empty() && random() % 2) {
+            node.args.pop_back();
+          } else {
+            node.args.push_back(node.args.empty() ? Argument{}
+                                                  : node.args.back());
+          }
+          break;
+        case 6:
+          node.result = ResultKind(random() % 4);
+          node.scalar = ScalarType(random() % 4);
+          break;
+        case 7:
+          program.modules[0].returns_tuple = random() % 2;
+          if (random() % 2 && !program.modules[0].input_layouts.empty()) {
+            program.modules[0].input_layouts.pop_back();
+          }
+          break;
+        default:
+          program.modules[0].compile_specs[0].value =
+              random() % 2 ? "cuda:-3" : "CUDA:7";
+          if (spec) spec->SetDevice(Device::Cuda(int32_t(pick(pool) % 5)));
+          break;
+      }
+    }
+    Diagnostics diagnostics;
+    ValidateProgram(program, diagnostics);
+    with_errors += diagnostics.HasErrors();
+  }
+  EXPECT_GT(with_errors, 1000);
 }
 
 }  // namespace

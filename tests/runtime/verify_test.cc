@@ -1,0 +1,196 @@
+// The verifier has teeth: hand-made broken lowered programs (programs/*),
+// each paired with its correct version, verified on the simulated device.
+// Each broken program must produce the mismatch, or an error naming the
+// node at fault; each correct one must verify.
+#include "runtime/verify.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+#include "tests/runtime/test_util.h"
+
+namespace ferry::testing {
+namespace {
+
+VerifyReport VerifyOnSim(std::string_view original, std::string_view lowered,
+                         uint64_t seed = 0) {
+  Program o = LoadProgramFile(original);
+  Program l = LoadProgramFile(lowered);
+  VerifyOptions options;
+  options.device = VerifyDevice::kSim;
+  options.seed = seed;
+  absl::StatusOr<VerifyReport> report = VerifyPrograms(o, l, options);
+  EXPECT_TRUE(report.ok()) << report.status();
+  return report.ok() ? *report : VerifyReport{};
+}
+
+void ExpectVerifies(std::string_view original, std::string_view lowered) {
+  for (uint64_t seed : {0, 1, 2}) {
+    VerifyReport report = VerifyOnSim(original, lowered, seed);
+    EXPECT_TRUE(report.ok) << lowered << "\n" << report.Summary();
+    EXPECT_EQ(report.device, "sim");
+  }
+}
+
+void ExpectErrorMentions(const VerifyReport& report,
+                         const std::vector<std::string>& parts) {
+  EXPECT_FALSE(report.ok);
+  for (const std::string& part : parts)
+    EXPECT_NE(report.error.find(part), std::string::npos)
+        << "'" << part << "' not in: " << report.error;
+}
+
+// B2 without the fix: relu_ writes the host copy, d1 reads the stale device
+// value. The numbers differ, and the report says where.
+TEST(VerifyTeethTest, NoCopyAfterHostWriteIsAMismatch) {
+  VerifyReport report = VerifyOnSim("b2_original.textproto",
+                                    "b2_lowered_no_copy_after_write.textproto");
+  EXPECT_FALSE(report.ok);
+  EXPECT_TRUE(report.error.empty()) << report.error;
+  ASSERT_EQ(report.outputs.size(), 1u);
+  const OutputComparison& c = report.outputs[0];
+  EXPECT_EQ(c.method, "forward");
+  EXPECT_EQ(c.output_index, 0);
+  EXPECT_EQ(c.dtype, "f32");
+  EXPECT_FALSE(c.match);
+  EXPECT_GT(c.mismatched_elements, 0);
+  EXPECT_GE(c.first_mismatch_index, 0);
+  EXPECT_NE(c.expected_value, c.actual_value);
+  EXPECT_GT(c.max_abs_error, c.atol);
+  EXPECT_NE(report.Summary().find("MISMATCH"), std::string::npos) << report.Summary();
+  ExpectVerifies("b2_original.textproto", "b2_lowered.textproto");
+}
+
+// A delegate on cuda:0 given host memory (no H2D).
+TEST(VerifyTeethTest, HostMemoryUsedAsDeviceMemoryNamesTheDelegate) {
+  VerifyReport report = VerifyOnSim("a1_original.textproto",
+                                    "a1_lowered_host_memory_as_device.textproto");
+  EXPECT_EQ(report.error,
+            "method 'forward': delegate 'd0' (module 'm0' on cuda:0): argument 0 ('a') is in "
+            "host memory, not sim cuda:0 memory");
+}
+
+// B1: the module was compiled for w contiguous but is handed the stored,
+// transposed layout: as its owned constant, or as an input.
+TEST(VerifyTeethTest, StoredLayoutInsteadOfCompiledNamesTheDelegateAndBothLayouts) {
+  VerifyReport owned = VerifyOnSim("b1_original.textproto", "b1_lowered_stored_layout.textproto");
+  ExpectErrorMentions(owned, {"delegate 'd0'", "constant 'w'",
+                              "f32[4,3] strides [1,4] offset 0", "f32[4,3] strides [3,1] offset 0"});
+  VerifyReport input =
+      VerifyOnSim("b1_original.textproto", "b1_lowered_stored_layout_input.textproto");
+  EXPECT_EQ(input.error,
+            "method 'forward': delegate 'd0' (module 'm0' on cuda:0): argument 1 ('w_h2d') is laid "
+            "out as f32[4,3] strides [1,4] offset 0 but the module was compiled for f32[4,3] "
+            "strides [3,1] offset 0");
+  ExpectVerifies("b1_original.textproto", "b1_lowered.textproto");
+}
+
+// B3: the bare delegate result is read by a host op with no D2H.
+TEST(VerifyTeethTest, MissingD2HOnABareResultNamesTheHostReader) {
+  VerifyReport report = VerifyOnSim("b3_original.textproto", "b3_lowered_missing_d2h.textproto");
+  EXPECT_EQ(report.error,
+            "method 'forward': node 'r': host operator aten::relu given memory on sim cuda:0 "
+            "(argument 'self', value 'd0')");
+  ExpectVerifies("b3_original.textproto", "b3_lowered.textproto");
+}
+
+// B7: copies "to cpu" for a cpu-target delegate.
+TEST(VerifyTeethTest, CpuTargetCopiesNameTheCopy) {
+  VerifyReport report =
+      VerifyOnSim("b7_original.textproto", "b7_lowered_cpu_target_copies.textproto");
+  EXPECT_EQ(report.error,
+            "method 'forward': node 'a_h2d': H2D copy targets cpu: its result must be on a device");
+  ExpectVerifies("b7_original.textproto", "b7_lowered.textproto");
+}
+
+TEST(VerifyTest, ReportsAsJsonAndText) {
+  VerifyReport report;
+  report.ok = false;
+  report.device = "sim";
+  OutputComparison c;
+  c.method = "forward";
+  c.dtype = "f32";
+  c.match = false;
+  c.mismatched_elements = 2;
+  c.first_mismatch_index = 3;
+  c.expected_value = 0.5;
+  c.actual_value = std::nan("");
+  c.max_abs_error = 1;
+  c.atol = 1e-5;
+  c.rtol = 1e-5;
+  report.outputs.push_back(c);
+  EXPECT_EQ(report.ToJson(),
+            "{\"ok\":false,\"device\":\"sim\",\"error\":\"\",\"outputs\":[{\"method\":\"forward\","
+            "\"output_index\":0,\"dtype\":\"f32\",\"match\":false,\"mismatched_elements\":2,"
+            "\"first_mismatch_index\":3,\"expected_value\":0.5,\"actual_value\":\"NaN\","
+            "\"max_abs_error\":1,\"max_rel_error\":0,\"atol\":1.0000000000000001e-05,"
+            "\"rtol\":1.0000000000000001e-05}]}");
+  EXPECT_EQ(report.Summary(),
+            "verify on sim: MISMATCH\n"
+            "  forward output 0 (f32): 2 element(s) differ; first at index 3: expected 0.5, got "
+            "nan; max abs error 1, max rel error 0 (atol 1e-05, rtol 1e-05)\n");
+}
+
+TEST(VerifyTest, TolerancesDependOnDTypeAndBackend) {
+  EXPECT_EQ(ToleranceFor(DType::kI32, "sim").atol, 0);
+  EXPECT_EQ(ToleranceFor(DType::kBool, "cuda").rtol, 0);
+  EXPECT_LT(ToleranceFor(DType::kF32, "sim").atol, ToleranceFor(DType::kF16, "sim").atol);
+  EXPECT_LT(ToleranceFor(DType::kF32, "sim").atol, ToleranceFor(DType::kF32, "cuda").atol);
+}
+
+TEST(VerifyTest, DevicesAndUnavailableCuda) {
+  std::vector<std::string> devices = VisibleDevices();
+  ASSERT_GE(devices.size(), 2u);
+  EXPECT_EQ(devices[0], "cpu");
+  EXPECT_EQ(devices[1], "sim");
+  Program o = LoadProgramFile("a1_original.textproto");
+  Program l = LoadProgramFile("b7_lowered.textproto");
+  VerifyOptions options;
+  options.device = VerifyDevice::kCuda;
+  if (!CudaAvailable()) {
+    EXPECT_EQ(VerifyPrograms(o, l, options).status().code(),
+              absl::StatusCode::kFailedPrecondition);
+    options.device = VerifyDevice::kAuto;
+    absl::StatusOr<VerifyReport> report =
+        VerifyPrograms(LoadProgramFile("b7_original.textproto"), l, options);
+    ASSERT_TRUE(report.ok());
+    EXPECT_EQ(report->device, "sim");
+  }
+  options.device = VerifyDevice::kSim;
+  options.keep_going = [] { return false; };
+  EXPECT_EQ(VerifyPrograms(o, l, options).status().code(), absl::StatusCode::kCancelled);
+}
+
+TEST(VerifyTest, IntegerOutputsCompareExactly) {
+  Program program = ParseProgram(R"pb(
+    methods {
+      name: "forward"
+      nodes { name: "a" input { kind: USER_INPUT } tensor { dtype: I64 sizes: [5] } }
+      nodes { name: "b" call { op: "aten::mul.Scalar" args { value: "a" } args { int_value: 3 } } tensor { dtype: I64 sizes: [5] } }
+      nodes { name: "output" output { values { value: "b" } } }
+    }
+  )pb");
+  Program off_by_one = ParseProgram(R"pb(
+    methods {
+      name: "forward"
+      nodes { name: "a" input { kind: USER_INPUT } tensor { dtype: I64 sizes: [5] } }
+      nodes { name: "b" call { op: "aten::mul.Scalar" args { value: "a" } args { int_value: 3 } } tensor { dtype: I64 sizes: [5] } }
+      nodes { name: "c" call { op: "aten::add.Scalar" args { value: "b" } args { int_value: 1 } } tensor { dtype: I64 sizes: [5] } }
+      nodes { name: "output" output { values { value: "c" } } }
+    }
+  )pb");
+  VerifyOptions options;
+  options.device = VerifyDevice::kSim;
+  absl::StatusOr<VerifyReport> same = VerifyPrograms(program, program, options);
+  ASSERT_TRUE(same.ok());
+  EXPECT_TRUE(same->ok) << same->Summary();
+  absl::StatusOr<VerifyReport> off = VerifyPrograms(program, off_by_one, options);
+  ASSERT_TRUE(off.ok());
+  EXPECT_FALSE(off->ok);
+  EXPECT_EQ(off->outputs[0].mismatched_elements, 5);
+  EXPECT_EQ(off->outputs[0].first_mismatch_index, 0);
+  EXPECT_EQ(off->outputs[0].actual_value - off->outputs[0].expected_value, 1);
+}
+
+}  // namespace
+}  // namespace ferry::testing

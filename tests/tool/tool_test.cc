@@ -1,0 +1,169 @@
+// Runs the `ferry` binary on good, broken and garbage input and checks exit
+// codes and output.
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+
+#include "ferry/v1/program.pb.h"
+#include "gtest/gtest.h"
+#include "passes/proto_io.h"
+
+namespace ferry {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Run {
+  int exit_code = -1;
+  std::string out;  // stdout and stderr
+};
+
+Run Ferry(const std::string& args, bool merge_stderr = true) {
+  std::string command = std::string(FERRY_TOOL) + " " + args +
+                        (merge_stderr ? " 2>&1" : " 2>/dev/null");
+  Run run;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) return run;
+  char buffer[4096];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0)
+    run.out.append(buffer, n);
+  int status = pclose(pipe);
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return run;
+}
+
+class ToolTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("ferry_tool_test_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string Write(const std::string& name, const std::string& bytes) {
+    fs::path p = dir_ / name;
+    std::ofstream(p, std::ios::binary) << bytes;
+    return p.string();
+  }
+  static std::string Example(const std::string& name) {
+    return std::string(FERRY_SOURCE_DIR) + "/examples/" + name;
+  }
+  fs::path dir_;
+};
+
+constexpr char kBroken[] = R"(
+methods {
+  name: "forward"
+  nodes { name: "a" input { kind: USER_INPUT } tensor { dtype: F32 sizes: 4 } }
+  nodes { name: "relu_1" call { op: "aten::relu_" args { value: "missing" } } tensor { dtype: F32 sizes: 4 } }
+  nodes { name: "output" output { values { value: "relu_1" } } }
+}
+)";
+
+TEST_F(ToolTest, CheckAcceptsEveryExample) {
+  for (const auto& e : fs::directory_iterator(fs::path(FERRY_SOURCE_DIR) / "examples")) {
+    Run r = Ferry("check " + e.path().string());
+    EXPECT_EQ(r.exit_code, 0) << e.path() << "\n" << r.out;
+  }
+}
+
+TEST_F(ToolTest, CheckNamesTheNodeAndTheProblemInTextAndJson) {
+  std::string file = Write("broken.textproto", kBroken);
+  Run text = Ferry("check " + file);
+  EXPECT_EQ(text.exit_code, 1);
+  EXPECT_NE(text.out.find("node 'relu_1': error[FERRY-E0102]"), std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("'missing'"), std::string::npos);
+  Run json = Ferry("check --diagnostics-format=json " + file, false);
+  EXPECT_EQ(json.exit_code, 1);
+  EXPECT_NE(json.out.find("\"code\":\"FERRY-E0102\""), std::string::npos) << json.out;
+  EXPECT_NE(json.out.find("\"nodes\":[\"relu_1\""), std::string::npos);
+  EXPECT_EQ(json.out.front(), '[');
+}
+
+TEST_F(ToolTest, GarbageEmptyAndTruncatedInputIsExitTwoNeverACrash) {
+  EXPECT_EQ(Ferry("check " + Write("empty.textproto", "")).exit_code, 2);
+  EXPECT_EQ(Ferry("check " + Write("junk.textproto", "}}}{{ not a program")).exit_code, 2);
+  EXPECT_EQ(Ferry("check " + Write("junk.json", "[1, 2")).exit_code, 2);
+  EXPECT_EQ(Ferry("check " + (dir_ / "does_not_exist.pb").string()).exit_code, 2);
+  EXPECT_EQ(Ferry("check " + Write("x.unknownext", "methods {}")).exit_code, 2);
+  // Binary: every truncation of a real program, and random bytes.
+  v1::LowerRequest request;
+  bool bare = false;
+  ASSERT_TRUE(ReadRequestFile(Example("two_delegates.textproto"),
+                              FileFormat::kUnknown, &request, &bare)
+                  .ok());
+  std::string bytes;
+  request.SerializeToString(&bytes);
+  for (size_t cut : {size_t{1}, bytes.size() / 3, bytes.size() / 2, bytes.size() - 1}) {
+    Run r = Ferry("lower " + Write("cut.pb", bytes.substr(0, cut)));
+    EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 1 || r.exit_code == 2)
+        << "cut at " << cut << ": " << r.exit_code << "\n" << r.out;
+  }
+  std::mt19937 rng(11);
+  std::string random(512, '\0');
+  for (char& c : random) c = static_cast<char>(rng());
+  Run r = Ferry("check " + Write("random.pb", random));
+  EXPECT_TRUE(r.exit_code == 1 || r.exit_code == 2) << r.exit_code;
+}
+
+TEST_F(ToolTest, UsageErrorsAreExitTwo) {
+  EXPECT_EQ(Ferry("").exit_code, 2);
+  EXPECT_EQ(Ferry("frobnicate").exit_code, 2);
+  EXPECT_EQ(Ferry("check").exit_code, 2);
+  EXPECT_EQ(Ferry("check --bogus " + Example("two_delegates.textproto")).exit_code, 2);
+  EXPECT_EQ(Ferry("lower --constant-staging=sometimes " + Example("two_delegates.textproto")).exit_code, 2);
+  EXPECT_EQ(Ferry("check --format=yaml " + Example("two_delegates.textproto")).exit_code, 2);
+}
+
+TEST_F(ToolTest, FmtPrintsTheCanonicalTextAndFormatOverridesTheExtension) {
+  Run once = Ferry("fmt " + Example("two_delegates.textproto"), false);
+  ASSERT_EQ(once.exit_code, 0);
+  std::string canonical = Write("canonical.txt", once.out);
+  Run twice = Ferry("fmt --format=text " + canonical, false);
+  EXPECT_EQ(twice.exit_code, 0);
+  EXPECT_EQ(twice.out, once.out);  // fmt is a fixed point
+}
+
+TEST_F(ToolTest, LowerWritesTheProgramAndAReport) {
+  std::string out = (dir_ / "lowered.pb").string();
+  Run r = Ferry("lower --report=json -o " + out + " " +
+                    Example("host_relu_between_delegates.textproto"),
+                false);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(r.out.rfind("{\"ok\":true", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find("\"h2d_copies\":4"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"d2h_copies\":2"), std::string::npos);
+  EXPECT_NE(r.out.find("\"name\":\"place_and_copy\""), std::string::npos);
+  // The written program is a valid, already-lowered program.
+  Run check = Ferry("check " + out);
+  EXPECT_EQ(check.exit_code, 0) << check.out;
+  // The text summary goes to stderr.
+  Run text = Ferry("lower -o " + (dir_ / "l.textproto").string() + " " +
+                   Example("two_delegates.textproto"));
+  EXPECT_EQ(text.exit_code, 0);
+  EXPECT_NE(text.out.find("copies per call: 3 H2D"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("delegates: 2 (cuda:0: 2)"), std::string::npos);
+}
+
+TEST_F(ToolTest, LowerFlagsOverrideTheRequest) {
+  Run r = Ferry("lower --report=json --skip-h2d-inputs --skip-d2h-outputs " +
+                    Example("two_delegates.textproto"),
+                false);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("\"h2d_copies\":0,\"d2h_copies\":0"), std::string::npos)
+      << r.out;
+  Run bad = Ferry("lower --skip-h2d-inputs --no-device-memory-planning " +
+                  Example("two_delegates.textproto"));
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.out.find("FERRY-E0501"), std::string::npos) << bad.out;
+}
+
+}  // namespace
+}  // namespace ferry
