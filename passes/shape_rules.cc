@@ -46,8 +46,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/cord.h"
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -95,7 +95,9 @@ std::optional<int64_t> NumElementsOf(const std::vector<int64_t>& sizes) {
   return numel;
 }
 
-// Contiguous strides as ATen computes them (a size-0 dim counts as 1).
+// Contiguous strides as ATen computes them (a size-0 dim counts as 1). Unlike
+// ContiguousStrides (ir.h) it saturates instead of overflowing: the sizes it
+// gets come from a call's arguments, not from a validated spec.
 std::vector<int64_t> DenseStrides(const std::vector<int64_t>& sizes) {
   std::vector<int64_t> strides(sizes.size(), 1);
   int64_t stride = 1;

@@ -126,26 +126,6 @@ absl::Status CheckBroadcast(const KernelCall& call, const TensorView& t,
                                         out.DebugString()));
 }
 
-namespace {
-
-bool Overlaps(const TensorView& a, const TensorView& b) {
-  auto [a_first, a_last] = a.ByteExtent();
-  auto [b_first, b_last] = b.ByteExtent();
-  if (a_first == a_last || b_first == b_last) return false;
-  const std::byte* a0 = a.bytes() + a_first;
-  const std::byte* a1 = a.bytes() + a_last;
-  const std::byte* b0 = b.bytes() + b_first;
-  const std::byte* b1 = b.bytes() + b_last;
-  return a0 < b1 && b0 < a1;
-}
-
-bool SameLayout(const TensorView& a, const TensorView& b) {
-  return a.data == b.data && a.dtype == b.dtype && a.sizes == b.sizes &&
-         a.strides == b.strides;
-}
-
-}  // namespace
-
 void ScatterContiguous(const TensorView& dst, const std::byte* src_bytes) {
   TensorView src = ContiguousView(const_cast<std::byte*>(src_bytes), dst.dtype,
                                   dst.sizes);
@@ -720,31 +700,9 @@ absl::Status ViewKernel(const KernelCall&) { return absl::OkStatus(); }
 
 namespace {
 
-void ForEachTensorArg(const KernelCall& call, auto&& fn) {
-  for (const KernelArg& arg : call.args) {
-    if (arg.kind == KernelArg::Kind::kTensor) fn(arg.tensor);
-    if (arg.kind == KernelArg::Kind::kTensorList)
-      for (const TensorView& t : arg.tensors) fn(t);
-  }
-}
-
-// Whether some output overlaps an input in a way the kernel cannot handle in
-// place: elementwise kernels handle an input that is exactly the output.
-bool NeedsTemporaries(const KernelCall& call, bool elementwise) {
-  bool needed = false;
-  for (const TensorView& out : call.outputs) {
-    ForEachTensorArg(call, [&](const TensorView& in) {
-      if (needed || !Overlaps(out, in)) return;
-      if (elementwise && SameLayout(out, in)) return;
-      needed = true;
-    });
-  }
-  return needed;
-}
-
 template <HostKernelFn kKernel, bool kElementwise>
 absl::Status Guarded(const KernelCall& call) {
-  if (!NeedsTemporaries(call, kElementwise)) return kKernel(call);
+  if (!OutputsOverlapInputs(call, kElementwise)) return kKernel(call);
   std::vector<Scratch> temporaries;
   std::vector<TensorView> outputs;
   temporaries.reserve(call.outputs.size());
@@ -977,7 +935,7 @@ absl::Status CopyStridedHost(const TensorView& dst, const TensorView& src) {
   if (dst.numel() == 0) return absl::OkStatus();
   TensorView source = src;
   std::vector<std::byte> staged;
-  if (host::Overlaps(dst, src) && !host::SameLayout(dst, src)) {
+  if (Overlaps(dst, src) && !SameView(dst, src)) {
     staged = GatherContiguous(src);
     source = ContiguousView(staged.data(), src.dtype, src.sizes);
   }

@@ -112,6 +112,21 @@ Scratch MakeScratch(DType dtype, std::span<const int64_t> sizes);
 // Writes dense row-major `src_bytes` (of dst's dtype) into the strided dst.
 void ScatterContiguous(const TensorView& dst, const std::byte* src_bytes);
 
+// A reduction's split of the input into kept dims (indexing the output) and
+// reduced dims. `dims` empty or absent reduces every dim (as ATen reads an
+// empty list for sum, mean and amax); a keepdim output drops its size-1
+// reduced dims.
+struct ReductionPlan {
+  TensorView kept;     // input restricted to the kept dims
+  TensorView reduced;  // input restricted to the reduced dims
+  TensorView out;      // output restricted to the kept dims
+  int64_t count = 1;   // elements reduced into each output element
+};
+absl::StatusOr<ReductionPlan> PlanReduction(const KernelCall& call,
+                                            const TensorView& in,
+                                            const KernelArg* dims_arg,
+                                            const TensorView& out);
+
 // --- Kernels defined in the topic files, registered in host_kernels.cc. ----
 // host_kernels_linalg.cc
 absl::Status MmKernel(const KernelCall& call);

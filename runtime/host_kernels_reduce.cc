@@ -28,15 +28,8 @@ TensorView DimRange(const TensorView& t, int64_t first, int64_t count) {
   return part;
 }
 
-struct ReductionPlan {
-  TensorView kept;     // input restricted to the kept dims
-  TensorView reduced;  // input restricted to the reduced dims
-  TensorView out;      // output restricted to the kept dims
-  int64_t count = 1;   // elements reduced into each output element
-};
+}  // namespace
 
-// `dims` empty or absent means every dim (sum, mean, amax as ATen reads an
-// empty list).
 absl::StatusOr<ReductionPlan> PlanReduction(const KernelCall& call,
                                             const TensorView& in,
                                             const KernelArg* dims_arg,
@@ -96,6 +89,8 @@ absl::StatusOr<ReductionPlan> PlanReduction(const KernelCall& call,
   }
   return plan;
 }
+
+namespace {
 
 // Calls fn(out_ptr, in_row_ptr) per output element; the row is walked with
 // ForEachReduced.

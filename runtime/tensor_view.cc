@@ -33,6 +33,39 @@ std::string TensorView::DebugString() const {
                       "] strides [", absl::StrJoin(strides, ","), "]");
 }
 
+bool Overlaps(const TensorView& a, const TensorView& b) {
+  auto [a_first, a_last] = a.ByteExtent();
+  auto [b_first, b_last] = b.ByteExtent();
+  if (a_first == a_last || b_first == b_last) return false;
+  const std::byte* a0 = a.bytes() + a_first;
+  const std::byte* a1 = a.bytes() + a_last;
+  const std::byte* b0 = b.bytes() + b_first;
+  const std::byte* b1 = b.bytes() + b_last;
+  return a0 < b1 && b0 < a1;
+}
+
+bool SameView(const TensorView& a, const TensorView& b) {
+  return a.data == b.data && a.dtype == b.dtype && a.sizes == b.sizes &&
+         a.strides == b.strides;
+}
+
+bool OutputsOverlapInputs(const KernelCall& call, bool elementwise) {
+  auto conflicts = [&](const TensorView& out, const TensorView& in) {
+    return Overlaps(out, in) && !(elementwise && SameView(out, in));
+  };
+  for (const TensorView& out : call.outputs) {
+    for (const KernelArg& arg : call.args) {
+      if (arg.kind == KernelArg::Kind::kTensor && conflicts(out, arg.tensor))
+        return true;
+      if (arg.kind == KernelArg::Kind::kTensorList) {
+        for (const TensorView& t : arg.tensors)
+          if (conflicts(out, t)) return true;
+      }
+    }
+  }
+  return false;
+}
+
 TensorView MakeView(void* storage, const TensorSpec& spec) {
   TensorView view;
   view.dtype = spec.dtype;

@@ -46,6 +46,11 @@ struct TensorView {
   std::string DebugString() const;
 };
 
+// Whether the bytes `a` and `b` reach intersect (false when either is empty).
+bool Overlaps(const TensorView& a, const TensorView& b);
+// Same address, dtype, sizes and strides.
+bool SameView(const TensorView& a, const TensorView& b);
+
 // A view of `spec`'s layout over a storage whose element 0 is at `storage`.
 TensorView MakeView(void* storage, const TensorSpec& spec);
 // A dense row-major view of `sizes` at `data`.
@@ -94,6 +99,12 @@ struct KernelCall {
   std::span<const KernelArg> args;
   std::span<const TensorView> outputs;
 };
+
+// Whether some output of `call` overlaps one of its tensor inputs in a way a
+// kernel cannot compute in place: any overlap, except (for elementwise
+// kernels) an input that is exactly the output. Such calls compute into
+// temporaries first.
+bool OutputsOverlapInputs(const KernelCall& call, bool elementwise);
 
 }  // namespace ferry
 

@@ -315,7 +315,7 @@ case("B2b_host_inplace_through_view", "as B2, the write goes through a view of t
 m = Method("forward"); inputs(m, "a", "b", "c")
 add(m, "t", "a", "b", tag="d0"); unary(m, "r", "aten::relu", "t"); add(m, "u", "t", "c", tag="d1"); m.output("u", "r")
 case("B2c_host_read_between_delegates", "a host read (no write) between two cuda:0 delegates: D1 still reads t "
-     "on the device", "h2d=3 d2h=2 delegates=2", request([m], tag_targets(d0="cuda:0", d1="cuda:0")))
+     "on the device (upstream gets this right; the B2 fix must not add a round trip here)", "h2d=3 d2h=2 delegates=2", request([m], tag_targets(d0="cuda:0", d1="cuda:0")))
 
 mod = Module("relu_module", "cuda:0", ["x"], returns_tuple=False)
 mod.graph.call("r", "aten::relu", [v("x")]); mod.graph.output("r")
@@ -383,23 +383,26 @@ case("B6_strict_error", "B6 with error_on_per_call_copies: an error", "error",
      request([b6()], tag_targets(d0="cuda:0") + SKIP_IN + STRICT))
 m = Method("forward"); inputs(m, "x", "y"); m.scalar_call("n", "aten::sym_size.int", [v("x"), i(0)])
 add(m, "t", "x", "y", tag="d0"); m.output("t", "n")
-case("B6b_metadata_reader", "sym_size reads x's metadata in place: x is never copied", "h2d=0 d2h=1 delegates=1",
+case("B6b_metadata_reader", "sym_size reads x's metadata in place: x is never copied (upstream raises: "
+     "with skip_h2d it requires x to have exactly one user)", "h2d=0 d2h=1 delegates=1",
      request([m], tag_targets(d0="cuda:0") + SKIP_IN))
 m = Method("forward"); inputs(m, "x", "y")
 m.call("x1", "aten::add_.Scalar", ["args { value: \"x\" }", "args { float_value: 1 }"])
 add(m, "t", "x", "y", tag="d0"); m.output("t")
-case("B6c_input_written_on_host", "skip_h2d input x is written in place on the host: refused", "error",
+case("B6c_input_written_on_host", "skip_h2d input x is written in place on the host: refused (upstream relabels x "
+     "as device memory and the host add_ writes device memory)", "error",
      request([m], tag_targets(d0="cuda:0") + SKIP_IN))
 m = Method("forward"); inputs(m, "x", "y"); add(m, "t", "x", "y", tag="d0"); m.call("u", "aten::mul.Tensor", [v("x"), v("y")], tag="d1")
 m.output("t", "u")
 case("B6d_skip_inputs_two_devices", "x and y live on cuda:0 (their first device reader); D1 on cuda:1 reads them "
-     "through one D2H each and an H2D to cuda:1, with warnings", "h2d=2 d2h=4 delegates=2",
+     "through one D2H each and an H2D to cuda:1, with warnings (upstream raises: two users)", "h2d=2 d2h=4 delegates=2",
      request([m], tag_targets(d0="cuda:0", d1="cuda:1") + SKIP_IN))
 a1("", "B7_cpu_target",
    "a cpu target is the host: upstream inserts copies whose kernels reject cpu at run time; here none",
    "h2d=0 d2h=0 delegates=1", target="cpu")
 m = Method("forward"); inputs(m, "a", "b"); add(m, "t", "a", "b", tag="d0"); m.output("t")
-case("B7_cpu_target_skips", "B7 with skip_h2d and skip_d2h: still no copies, every value on cpu",
+case("B7_cpu_target_skips", "B7 with skip_h2d and skip_d2h: still no copies, every value on cpu (upstream "
+     "relabels a and b as device inputs of a cpu 'device')",
      "h2d=0 d2h=0 delegates=1", request([m], tag_targets(d0="cpu") + SKIP_IN + SKIP_OUT))
 
 # ---------------------------------------------------------------- C. Also
