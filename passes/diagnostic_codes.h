@@ -66,7 +66,6 @@ inline constexpr char kOutputFromHost[] = "FERRY-W0803";         // skip_d2h out
 inline constexpr char kOutputFromHostError[] = "FERRY-E0803";
 inline constexpr char kInputWrittenOnHost[] = "FERRY-E0804";     // skip_h2d input written in place
 inline constexpr char kConstantLayoutRefused[] = "FERRY-E0805";  // non-dense constant to device
-inline constexpr char kHostWriteOfDeviceData[] = "FERRY-E0806";
 
 // --- plan_memory ------------------------------------------------------------------------
 inline constexpr char kPlanFailed[] = "FERRY-E0901";

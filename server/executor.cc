@@ -27,10 +27,9 @@ BoundedExecutor::Admission BoundedExecutor::TrySubmit(
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (closed_) return Admission::kClosed;
-    // A job handed straight to an idle worker does not occupy the queue.
-    int waiting_for_worker =
-        static_cast<int>(queue_.size()) - idle_workers_;
-    if (waiting_for_worker >= queue_depth_) return Admission::kQueueFull;
+    // Accepted jobs not yet finished: one per worker runs, the rest wait.
+    int accepted = static_cast<int>(queue_.size()) + running_;
+    if (accepted >= workers() + queue_depth_) return Admission::kQueueFull;
     queue_.push_back(std::move(job));
   }
   job_ready_.notify_one();
@@ -50,7 +49,8 @@ bool BoundedExecutor::WaitIdle(std::chrono::steady_clock::time_point deadline) {
 
 int BoundedExecutor::queued() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  int waiting = static_cast<int>(queue_.size()) - idle_workers_;
+  // Jobs a free worker is about to take are not waiting.
+  int waiting = static_cast<int>(queue_.size()) - (workers() - running_);
   return waiting > 0 ? waiting : 0;
 }
 
@@ -62,9 +62,7 @@ int BoundedExecutor::running() const {
 void BoundedExecutor::WorkerLoop() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (true) {
-    ++idle_workers_;
     job_ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-    --idle_workers_;
     if (queue_.empty()) return;  // stopping, and nothing left to run
     std::function<void()> job = std::move(queue_.front());
     queue_.pop_front();

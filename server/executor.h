@@ -48,7 +48,6 @@ class BoundedExecutor {
   std::condition_variable idle_;
   std::deque<std::function<void()>> queue_;
   int running_ = 0;
-  int idle_workers_ = 0;
   bool closed_ = false;
   bool stopping_ = false;
   std::vector<std::thread> threads_;

@@ -109,7 +109,8 @@ TEST(ExecutorTest, AdmitsWorkersPlusQueueDepthThenRefuses) {
             BoundedExecutor::Admission::kAccepted);
   {
     std::unique_lock<std::mutex> lock(mutex);
-    changed.wait(lock, [&] { return started == 2; });
+    ASSERT_TRUE(changed.wait_for(lock, std::chrono::seconds(10),
+                                 [&] { return started == 2; }));
   }
   EXPECT_EQ(executor.running(), 2);
   EXPECT_EQ(executor.TrySubmit(blocking_job),
