@@ -22,6 +22,10 @@ uint64_t UserInputSeed(uint64_t seed, std::string_view method, int position) {
   return SplitMix64At(SplitMix64At(seed, h), static_cast<uint64_t>(position));
 }
 
+uint64_t ConstantDataSeed(uint64_t seed, uint64_t constant_seed) {
+  return constant_seed + seed * 0x9e3779b97f4a7c15ull;
+}
+
 namespace {
 
 // The generated value of element `index` stored at `p` in dtype `dtype`.
@@ -30,21 +34,25 @@ void StoreGenerated(DType dtype, uint64_t z, std::byte* p) {
   switch (dtype) {
     case DType::kF32:
       element::StoreDouble(code, p,
-                           static_cast<double>(static_cast<int64_t>(z >> 40) - (int64_t{1} << 23)) /
+                           static_cast<double>(static_cast<int64_t>(z >> 40) -
+                                               (int64_t{1} << 23)) /
                                static_cast<double>(int64_t{1} << 23));
       return;
     case DType::kF64:
       element::StoreDouble(code, p,
-                           static_cast<double>(static_cast<int64_t>(z >> 11) - (int64_t{1} << 52)) /
+                           static_cast<double>(static_cast<int64_t>(z >> 11) -
+                                               (int64_t{1} << 52)) /
                                static_cast<double>(int64_t{1} << 52));
       return;
     case DType::kF16:
-      element::StoreDouble(code, p,
-                           static_cast<double>(static_cast<int64_t>(z >> 53) - 1024) / 1024.0);
+      element::StoreDouble(
+          code, p,
+          static_cast<double>(static_cast<int64_t>(z >> 53) - 1024) / 1024.0);
       return;
     case DType::kBF16:
-      element::StoreDouble(code, p,
-                           static_cast<double>(static_cast<int64_t>(z >> 56) - 128) / 128.0);
+      element::StoreDouble(
+          code, p,
+          static_cast<double>(static_cast<int64_t>(z >> 56) - 128) / 128.0);
       return;
     case DType::kU8:
       element::StoreInt64(code, p, static_cast<int64_t>(z >> 60));
@@ -69,8 +77,10 @@ void GenerateTensorData(const TensorSpec& spec, uint64_t seed,
   DimVector index(view.dim(), 0);
   for (int64_t linear = 0; linear < numel; ++linear) {
     int64_t offset = 0;
-    for (int64_t d = 0; d < view.dim(); ++d) offset += index[d] * view.strides[d];
-    StoreGenerated(spec.dtype, SplitMix64At(seed, static_cast<uint64_t>(linear)),
+    for (int64_t d = 0; d < view.dim(); ++d)
+      offset += index[d] * view.strides[d];
+    StoreGenerated(spec.dtype,
+                   SplitMix64At(seed, static_cast<uint64_t>(linear)),
                    view.bytes() + offset * es);
     for (int64_t d = view.dim() - 1; d >= 0; --d) {
       if (++index[d] < view.sizes[d]) break;

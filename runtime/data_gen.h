@@ -15,7 +15,8 @@
 // Every value is exactly representable in its dtype, so re-laying out a
 // tensor (normalize_layout) or converting it never changes the numbers.
 // User input `position` of method `method` uses UserInputSeed(seed, method,
-// position); a constant without data uses its own `Constant.seed`.
+// position); a constant without data uses ConstantDataSeed(seed,
+// Constant.seed), which is the constant's own seed when `seed` is 0.
 #ifndef FERRY_RUNTIME_DATA_GEN_H_
 #define FERRY_RUNTIME_DATA_GEN_H_
 
@@ -32,6 +33,10 @@ uint64_t SplitMix64At(uint64_t seed, uint64_t index);
 
 // Mixes the verification seed with a method name and input position.
 uint64_t UserInputSeed(uint64_t seed, std::string_view method, int position);
+
+// The seed of a constant without data under verification seed `seed`:
+// constant_seed + seed * 0x9e3779b97f4a7c15 (mod 2^64).
+uint64_t ConstantDataSeed(uint64_t seed, uint64_t constant_seed);
 
 // Writes the generated value of every element of `spec` into `storage`
 // (host memory holding at least spec.StorageBytes() bytes; storage_offset

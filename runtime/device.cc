@@ -39,14 +39,15 @@ class HostLikeMemory : public DeviceMemory {
 
   Device device() const override { return device_; }
   std::string name() const override {
-    return device_.is_host() ? "host" : absl::StrCat("sim ", device_.ToString());
+    return device_.is_host() ? "host"
+                             : absl::StrCat("sim ", device_.ToString());
   }
 
   absl::StatusOr<DeviceBuffer> Allocate(int64_t bytes) override {
-    if (bytes < 0) return absl::InvalidArgumentError("negative allocation size");
-    const int64_t rounded =
-        std::max<int64_t>((bytes + kAlignment - 1) / kAlignment * kAlignment,
-                          kAlignment);
+    if (bytes < 0)
+      return absl::InvalidArgumentError("negative allocation size");
+    const int64_t rounded = std::max<int64_t>(
+        (bytes + kAlignment - 1) / kAlignment * kAlignment, kAlignment);
     void* data = std::aligned_alloc(kAlignment, rounded);
     if (!data) {
       return absl::ResourceExhaustedError(

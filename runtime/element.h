@@ -93,7 +93,8 @@ FERRY_HD float HalfBitsToFloat(uint16_t h) {
   uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   uint32_t exponent = (h >> 10) & 0x1fu;
   uint32_t mantissa = h & 0x3ffu;
-  if (exponent == 0x1fu) return BitsToFloat(sign | 0x7f800000u | (mantissa << 13));
+  if (exponent == 0x1fu)
+    return BitsToFloat(sign | 0x7f800000u | (mantissa << 13));
   if (exponent == 0) {
     if (mantissa == 0) return BitsToFloat(sign);
     // Subnormal: value = mantissa * 2^-24.
@@ -124,7 +125,8 @@ FERRY_HD double RoundToFloatCode(int code, double value) {
     case kF16:
       return HalfBitsToFloat(FloatToHalfBits(static_cast<float>(value)));
     case kBF16:
-      return BFloat16BitsToFloat(FloatToBFloat16Bits(static_cast<float>(value)));
+      return BFloat16BitsToFloat(
+          FloatToBFloat16Bits(static_cast<float>(value)));
     default:
       return value;
   }

@@ -72,9 +72,10 @@ TensorView HostTensor::view() const {
 }
 
 std::string LayoutString(const TensorSpec& spec) {
-  return absl::StrCat(AsAbsl(DTypeName(spec.dtype)), "[", absl::StrJoin(spec.sizes, ","),
-                      "] strides [", absl::StrJoin(spec.Strides(), ","),
-                      "] offset ", spec.storage_offset);
+  return absl::StrCat(AsAbsl(DTypeName(spec.dtype)), "[",
+                      absl::StrJoin(spec.sizes, ","), "] strides [",
+                      absl::StrJoin(spec.Strides(), ","), "] offset ",
+                      spec.storage_offset);
 }
 
 bool SameElementLayout(const TensorSpec& a, const TensorSpec& b) {
@@ -89,11 +90,13 @@ bool SameElementLayout(const TensorSpec& a, const TensorSpec& b) {
   return true;
 }
 
-std::vector<HostTensor> GenerateUserInputs(const Method& method, uint64_t seed) {
+std::vector<HostTensor> GenerateUserInputs(const Method& method,
+                                           uint64_t seed) {
   std::vector<HostTensor> inputs;
   int position = 0;
   for (const Node& node : method.nodes) {
-    if (node.kind != NodeKind::kInput || node.input_kind != InputKind::kUserInput)
+    if (node.kind != NodeKind::kInput ||
+        node.input_kind != InputKind::kUserInput)
       continue;
     HostTensor tensor;
     if (const TensorSpec* spec = node.Spec()) {
@@ -138,7 +141,7 @@ struct TensorBinding {
 
 // What a node produced.
 struct Slot {
-  TensorBinding tensor;                // ResultKind::kTensor
+  TensorBinding tensor;                 // ResultKind::kTensor
   std::vector<TensorBinding> elements;  // ResultKind::kTuple
   std::optional<KernelArg> scalar;      // ResultKind::kScalar
 };
@@ -152,15 +155,17 @@ absl::Status WithContext(const absl::Status& status, absl::string_view prefix) {
 // Everything one Executor owns: memories, allocations, staged program data.
 // Members are destroyed in reverse order: buffers before the memories.
 struct ProgramState {
-  ProgramState(const Program& p, ExecutionMode m)
+  ProgramState(const Program& p, ExecutionMode m, uint64_t seed)
       : program(p),
         mode(m),
+        data_seed(seed),
         devices(m == ExecutionMode::kEager ? MemoryKind::kHostOnly
                 : m == ExecutionMode::kSim ? MemoryKind::kSim
                                            : MemoryKind::kCuda) {}
 
   const Program& program;
   ExecutionMode mode;
+  uint64_t data_seed;
   DeviceSet devices;
   std::vector<DeviceBuffer> buffers;
   std::map<std::string, Storage, std::less<>> host_constants;
@@ -195,13 +200,15 @@ struct ProgramState {
     if (!storage.ok()) return storage.status();
     if (constant->data) {
       if (static_cast<int64_t>(constant->data->size()) != *bytes) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "constant '", name, "' has ", constant->data->size(),
-            " bytes of data but its spec spans ", *bytes));
+        return absl::InvalidArgumentError(
+            absl::StrCat("constant '", name, "' has ", constant->data->size(),
+                         " bytes of data but its spec spans ", *bytes));
       }
       std::memcpy(storage->base, constant->data->data(), *bytes);
     } else {
-      GenerateTensorData(constant->spec, constant->seed, storage->base);
+      GenerateTensorData(constant->spec,
+                         ConstantDataSeed(data_seed, constant->seed),
+                         storage->base);
     }
     host_constants.emplace(name, *storage);
     return *storage;
@@ -217,7 +224,8 @@ struct ProgramState {
     if (it != device_constants.end()) return it->second;
     absl::StatusOr<Storage> staged = Allocate(memory, host->bytes);
     if (!staged.ok()) return staged.status();
-    if (absl::Status s = memory->CopyFromHost(staged->base, host->base, host->bytes);
+    if (absl::Status s =
+            memory->CopyFromHost(staged->base, host->base, host->bytes);
         !s.ok())
       return s;
     device_constants.emplace(key, *staged);
@@ -261,7 +269,8 @@ class KernelStep : public Step {
  protected:
   absl::Status Execute() override {
     KernelCall call{op, args, outputs};
-    absl::Status status = host_kernel ? host_kernel(call) : device->RunKernel(call);
+    absl::Status status =
+        host_kernel ? host_kernel(call) : device->RunKernel(call);
     return WithContext(status, prefix);
   }
 };
@@ -321,15 +330,19 @@ class MethodInstance {
     return absl::InvalidArgumentError(absl::StrCat(NodePrefix(node), message));
   }
   absl::Status FailedNode(int32_t node, absl::string_view message) const {
-    return absl::FailedPreconditionError(absl::StrCat(NodePrefix(node), message));
+    return absl::FailedPreconditionError(
+        absl::StrCat(NodePrefix(node), message));
   }
 
   absl::Status AllocateArenas();
   bool DetectSelfStagingDelegates() const;
-  absl::StatusOr<TensorBinding> FreshBinding(int32_t node, const TensorSpec& spec);
-  absl::StatusOr<TensorBinding> AliasBinding(int32_t node, const TensorBinding& root,
+  absl::StatusOr<TensorBinding> FreshBinding(int32_t node,
                                              const TensorSpec& spec);
-  absl::Status LoadInput(int32_t node, std::span<const TensorBinding> bound_inputs,
+  absl::StatusOr<TensorBinding> AliasBinding(int32_t node,
+                                             const TensorBinding& root,
+                                             const TensorSpec& spec);
+  absl::Status LoadInput(int32_t node,
+                         std::span<const TensorBinding> bound_inputs,
                          int& next_bound);
   absl::Status LoadConstantNode(int32_t node, const std::string& constant_name);
   absl::Status LoadCall(int32_t node);
@@ -338,7 +351,8 @@ class MethodInstance {
   absl::Status LoadCopy(int32_t node, bool to_device);
   absl::Status LoadDelegate(int32_t node);
   absl::Status LoadGetItem(int32_t node);
-  absl::StatusOr<KernelArg> MakeKernelArg(int32_t node, const SchemaArgument& param,
+  absl::StatusOr<KernelArg> MakeKernelArg(int32_t node,
+                                          const SchemaArgument& param,
                                           const Argument* arg) const;
   absl::Status WriteInput(const TensorBinding& binding, const HostTensor& value,
                           int32_t node);
@@ -377,14 +391,16 @@ class DelegateStep : public Step {
     for (const auto& [host, device] : staged_inputs) {
       auto [first, last] = host.Span();
       if (last > first) {
-        absl::Status s = memory->CopyFromHost(device.storage.base + first,
-                                              host.storage.base + first, last - first);
+        absl::Status s =
+            memory->CopyFromHost(device.storage.base + first,
+                                 host.storage.base + first, last - first);
         if (!s.ok()) return WithContext(s, prefix);
       }
     }
     if (absl::Status s = subgraph->Run({}, nullptr); !s.ok()) return s;
     for (size_t i = 0; i < results.size(); ++i) {
-      absl::Status s = memory->CopyStrided(results[i].View(), sub_outputs[i].View());
+      absl::Status s =
+          memory->CopyStrided(results[i].View(), sub_outputs[i].View());
       if (!s.ok()) {
         return WithContext(s, absl::StrCat(prefix, "writing result ", i, ": "));
       }
@@ -392,8 +408,9 @@ class DelegateStep : public Step {
     for (const auto& [host, device] : staged_results) {
       auto [first, last] = host.Span();
       if (last > first) {
-        absl::Status s = memory->CopyToHost(host.storage.base + first,
-                                            device.storage.base + first, last - first);
+        absl::Status s =
+            memory->CopyToHost(host.storage.base + first,
+                               device.storage.base + first, last - first);
         if (!s.ok()) return WithContext(s, prefix);
       }
     }
@@ -416,7 +433,8 @@ class StageDataStep : public Step {
   }
 };
 
-// --- Load ---------------------------------------------------------------------
+// --- Load
+// ---------------------------------------------------------------------
 
 bool MethodInstance::DetectSelfStagingDelegates() const {
   if (placement_ != Placement::kPlanned || method_.arenas.empty()) return false;
@@ -460,8 +478,8 @@ absl::Status MethodInstance::AllocateArenas() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<TensorBinding> MethodInstance::FreshBinding(int32_t node,
-                                                           const TensorSpec& spec) {
+absl::StatusOr<TensorBinding> MethodInstance::FreshBinding(
+    int32_t node, const TensorSpec& spec) {
   std::optional<int64_t> bytes = spec.StorageBytes();
   if (!bytes) {
     return NodeError(node, absl::StrCat("its spec ", LayoutString(spec),
@@ -478,11 +496,13 @@ absl::StatusOr<TensorBinding> MethodInstance::FreshBinding(int32_t node,
     }
     const Storage& arena = arenas_[m.arena];
     const int64_t reserved = m.size > 0 ? m.size : *bytes;
-    if (m.offset < 0 || reserved < *bytes || m.offset + reserved > arena.bytes) {
-      return NodeError(node, absl::StrCat(
-                                 "planned at offset ", m.offset, " size ", m.size,
-                                 " of arena ", m.arena, " (", arena.bytes,
-                                 " bytes), but its storage spans ", *bytes, " bytes"));
+    if (m.offset < 0 || reserved < *bytes ||
+        m.offset + reserved > arena.bytes) {
+      return NodeError(
+          node,
+          absl::StrCat("planned at offset ", m.offset, " size ", m.size,
+                       " of arena ", m.arena, " (", arena.bytes,
+                       " bytes), but its storage spans ", *bytes, " bytes"));
     }
     binding.storage = Storage{arena.memory, arena.base + m.offset, reserved};
     return binding;
@@ -512,31 +532,32 @@ absl::StatusOr<TensorBinding> MethodInstance::FreshBinding(int32_t node,
   return binding;
 }
 
-absl::StatusOr<TensorBinding> MethodInstance::AliasBinding(int32_t node,
-                                                           const TensorBinding& root,
-                                                           const TensorSpec& spec) {
+absl::StatusOr<TensorBinding> MethodInstance::AliasBinding(
+    int32_t node, const TensorBinding& root, const TensorSpec& spec) {
   std::optional<int64_t> bytes = spec.StorageBytes();
   if (!bytes || *bytes > root.storage.bytes) {
-    return NodeError(node, absl::StrCat("its spec ", LayoutString(spec),
-                                        " reaches outside the storage it aliases (",
-                                        root.storage.bytes, " bytes)"));
+    return NodeError(node,
+                     absl::StrCat("its spec ", LayoutString(spec),
+                                  " reaches outside the storage it aliases (",
+                                  root.storage.bytes, " bytes)"));
   }
   return TensorBinding{root.storage, &spec};
 }
 
-absl::StatusOr<TensorBinding> MethodInstance::BindingOf(const ValueId& value) const {
+absl::StatusOr<TensorBinding> MethodInstance::BindingOf(
+    const ValueId& value) const {
   if (value.node < 0 || value.node >= static_cast<int32_t>(slots_.size()))
     return absl::InternalError("value out of range");
   const Slot& slot = slots_[value.node];
   if (value.element >= 0) {
     if (value.element >= static_cast<int32_t>(slot.elements.size()))
-      return absl::InvalidArgumentError(
-          absl::StrCat(context_, "value '", method_.ValueName(value), "' is not a tensor"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          context_, "value '", method_.ValueName(value), "' is not a tensor"));
     return slot.elements[value.element];
   }
   if (!slot.tensor.bound()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(context_, "value '", method_.ValueName(value), "' is not a tensor"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        context_, "value '", method_.ValueName(value), "' is not a tensor"));
   }
   return slot.tensor;
 }
@@ -571,7 +592,8 @@ absl::Status MethodInstance::Load(std::span<const TensorBinding> bound_inputs) {
     }
     if (!status.ok()) return status;
   }
-  if (!bound_inputs.empty() && next_bound != static_cast<int>(bound_inputs.size())) {
+  if (!bound_inputs.empty() &&
+      next_bound != static_cast<int>(bound_inputs.size())) {
     return absl::InvalidArgumentError(absl::StrCat(
         context_, "the subgraph has ", next_bound, " user inputs but is given ",
         bound_inputs.size(), " arguments"));
@@ -579,18 +601,21 @@ absl::Status MethodInstance::Load(std::span<const TensorBinding> bound_inputs) {
   return absl::OkStatus();
 }
 
-absl::Status MethodInstance::LoadInput(int32_t node,
-                                       std::span<const TensorBinding> bound_inputs,
-                                       int& next_bound) {
+absl::Status MethodInstance::LoadInput(
+    int32_t node, std::span<const TensorBinding> bound_inputs,
+    int& next_bound) {
   const Node& n = method_.nodes[node];
   const TensorSpec* spec = n.Spec();
   if (!spec) return NodeError(node, "an input must be a tensor");
-  if (n.input_kind != InputKind::kUserInput) return LoadConstantNode(node, n.target);
+  if (n.input_kind != InputKind::kUserInput)
+    return LoadConstantNode(node, n.target);
   if (placement_ == Placement::kOnMemory) {
     // A subgraph's user input: the delegate's argument, read with the
     // compiled layout (the binding's spec, set by the delegate).
     if (next_bound >= static_cast<int>(bound_inputs.size()))
-      return NodeError(node, "the delegate passes fewer arguments than the subgraph has inputs");
+      return NodeError(
+          node,
+          "the delegate passes fewer arguments than the subgraph has inputs");
     slots_[node].tensor = bound_inputs[next_bound++];
     return absl::OkStatus();
   }
@@ -604,8 +629,8 @@ absl::Status MethodInstance::LoadInput(int32_t node,
 // Program data (parameters, buffers, lifted constants, `constant` nodes):
 // the host copy of the constant, read with the node's spec, which must lay
 // the elements out as the constant table does.
-absl::Status MethodInstance::LoadConstantNode(int32_t node,
-                                              const std::string& constant_name) {
+absl::Status MethodInstance::LoadConstantNode(
+    int32_t node, const std::string& constant_name) {
   const Node& n = method_.nodes[node];
   const TensorSpec* spec = n.Spec();
   if (!spec) return NodeError(node, "program data must be a tensor");
@@ -622,9 +647,10 @@ absl::Status MethodInstance::LoadConstantNode(int32_t node,
     std::string reader = placement_ == Placement::kOnMemory
                              ? "the module reads it as"
                              : "the node reads it as";
-    return FailedNode(node, absl::StrCat("constant '", constant_name, "' is stored as ",
-                                         LayoutString(constant->spec), " but ", reader,
-                                         " ", LayoutString(*spec)));
+    return FailedNode(
+        node, absl::StrCat("constant '", constant_name, "' is stored as ",
+                           LayoutString(constant->spec), " but ", reader, " ",
+                           LayoutString(*spec)));
   }
   absl::StatusOr<TensorBinding> binding =
       AliasBinding(node, TensorBinding{*storage, &constant->spec}, *spec);
@@ -656,11 +682,14 @@ KernelArg ParseDefault(const SchemaArgument& param, absl::string_view text) {
   } else if (absl::SimpleAtod(text, &float_value)) {
     arg.kind = KernelArg::Kind::kFloat;
     arg.float_value = float_value;
-  } else if (absl::ConsumePrefix(&text, "[") && absl::ConsumeSuffix(&text, "]")) {
+  } else if (absl::ConsumePrefix(&text, "[") &&
+             absl::ConsumeSuffix(&text, "]")) {
     arg.kind = KernelArg::Kind::kInts;
-    for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    for (absl::string_view item :
+         absl::StrSplit(text, ',', absl::SkipWhitespace())) {
       int64_t v = 0;
-      if (absl::SimpleAtoi(absl::StripAsciiWhitespace(item), &v)) arg.ints.push_back(v);
+      if (absl::SimpleAtoi(absl::StripAsciiWhitespace(item), &v))
+        arg.ints.push_back(v);
     }
   } else {
     arg.kind = KernelArg::Kind::kString;
@@ -673,9 +702,8 @@ KernelArg ParseDefault(const SchemaArgument& param, absl::string_view text) {
 
 }  // namespace
 
-absl::StatusOr<KernelArg> MethodInstance::MakeKernelArg(int32_t node,
-                                                        const SchemaArgument& param,
-                                                        const Argument* arg) const {
+absl::StatusOr<KernelArg> MethodInstance::MakeKernelArg(
+    int32_t node, const SchemaArgument& param, const Argument* arg) const {
   KernelArg out;
   if (!arg) {
     if (!param.default_value) return out;
@@ -695,7 +723,8 @@ absl::StatusOr<KernelArg> MethodInstance::MakeKernelArg(int32_t node,
       out.kind = KernelArg::Kind::kTensorList;
       for (const ValueId& v : arg->values) {
         absl::StatusOr<TensorBinding> binding = BindingOf(v);
-        if (!binding.ok()) return WithContext(binding.status(), NodePrefix(node));
+        if (!binding.ok())
+          return WithContext(binding.status(), NodePrefix(node));
         out.tensors.push_back(binding->View());
       }
       return out;
@@ -738,15 +767,20 @@ absl::Status MethodInstance::LoadCall(int32_t node) {
   const Node& n = method_.nodes[node];
   const bool is_copy = n.target == kH2DCopyOp || n.target == kD2HCopyOp;
   if (is_copy && placement_ == Placement::kOnMemory && !memory_->is_host()) {
-    return NodeError(node, "host/device copies cannot run inside a device delegate");
+    return NodeError(node,
+                     "host/device copies cannot run inside a device delegate");
   }
   if (n.target == kH2DCopyOp) return LoadCopy(node, /*to_device=*/true);
   if (n.target == kD2HCopyOp) return LoadCopy(node, /*to_device=*/false);
-  if (!n.schema) return NodeError(node, absl::StrCat("operator ", n.target, " has no schema"));
+  if (!n.schema)
+    return NodeError(node,
+                     absl::StrCat("operator ", n.target, " has no schema"));
   const OpSchema& schema = *n.schema;
-  absl::StatusOr<std::vector<const Argument*>> bound = BindArguments(schema, n.args);
+  absl::StatusOr<std::vector<const Argument*>> bound =
+      BindArguments(schema, n.args);
   if (!bound.ok()) return WithContext(bound.status(), NodePrefix(node));
-  if (roots_.IsMetadataOnly(node)) return LoadMetadataCall(node, schema, *bound);
+  if (roots_.IsMetadataOnly(node))
+    return LoadMetadataCall(node, schema, *bound);
 
   // Results: fresh storage, or the storage of the argument they alias.
   Slot& slot = slots_[node];
@@ -756,17 +790,18 @@ absl::Status MethodInstance::LoadCall(int32_t node) {
   } else if (n.result == ResultKind::kTuple) {
     for (const TensorSpec& spec : n.tuple) result_specs.push_back(&spec);
   } else if (n.result == ResultKind::kScalar) {
-    return NodeError(node, absl::StrCat("operator ", n.target,
-                                        " returns a scalar but reads data; only "
-                                        "metadata operators may return scalars"));
+    return NodeError(node,
+                     absl::StrCat("operator ", n.target,
+                                  " returns a scalar but reads data; only "
+                                  "metadata operators may return scalars"));
   }
   bool computes = false;
   std::vector<TensorBinding> results;
   for (size_t r = 0; r < result_specs.size(); ++r) {
     std::optional<int> aliased = schema.AliasedArgument(static_cast<int>(r));
     absl::StatusOr<TensorBinding> binding;
-    if (aliased && *aliased < static_cast<int>(bound->size()) && (*bound)[*aliased] &&
-        (*bound)[*aliased]->kind == ArgKind::kValue) {
+    if (aliased && *aliased < static_cast<int>(bound->size()) &&
+        (*bound)[*aliased] && (*bound)[*aliased]->kind == ArgKind::kValue) {
       absl::StatusOr<TensorBinding> root = BindingOf((*bound)[*aliased]->value);
       if (!root.ok()) return WithContext(root.status(), NodePrefix(node));
       binding = AliasBinding(node, *root, *result_specs[r]);
@@ -791,11 +826,13 @@ absl::Status MethodInstance::LoadCall(int32_t node) {
   step->prefix = NodePrefix(node);
   step->op = schema.QualifiedName();
   for (size_t a = 0; a < schema.arguments.size(); ++a) {
-    absl::StatusOr<KernelArg> arg = MakeKernelArg(node, schema.arguments[a], (*bound)[a]);
+    absl::StatusOr<KernelArg> arg =
+        MakeKernelArg(node, schema.arguments[a], (*bound)[a]);
     if (!arg.ok()) return arg.status();
     step->args.push_back(*std::move(arg));
   }
-  for (const TensorBinding& result : results) step->outputs.push_back(result.View());
+  for (const TensorBinding& result : results)
+    step->outputs.push_back(result.View());
   if (placement_ == Placement::kOnMemory && !memory_->is_host()) {
     step->device = memory_;
   } else {
@@ -841,19 +878,22 @@ absl::Status MethodInstance::LoadCall(int32_t node) {
 
 // sym_size.int, sym_numel, sym_stride.int (and ATen's size/stride/numel/dim
 // forms): read from the operand's spec, at load.
-absl::Status MethodInstance::LoadMetadataCall(int32_t node, const OpSchema& schema,
-                                              const std::vector<const Argument*>& bound) {
+absl::Status MethodInstance::LoadMetadataCall(
+    int32_t node, const OpSchema& schema,
+    const std::vector<const Argument*>& bound) {
   const Node& n = method_.nodes[node];
   if (bound.empty() || !bound[0] || bound[0]->kind != ArgKind::kValue)
     return NodeError(node, "a metadata operator needs a tensor argument");
   const TensorSpec* spec = method_.Spec(bound[0]->value);
-  if (!spec) return NodeError(node, "a metadata operator needs a tensor argument");
+  if (!spec)
+    return NodeError(node, "a metadata operator needs a tensor argument");
   const std::string name = absl::StrCat(schema.ns, "::", schema.name);
   auto dim_arg = [&]() -> absl::StatusOr<int64_t> {
     int64_t dim = bound.size() > 1 && bound[1] ? bound[1]->int_value : 0;
     const int64_t rank = spec->dim();
     if (dim < -rank || dim >= rank)
-      return NodeError(node, absl::StrCat("dim ", dim, " is out of range for rank ", rank));
+      return NodeError(
+          node, absl::StrCat("dim ", dim, " is out of range for rank ", rank));
     return dim < 0 ? dim + rank : dim;
   };
   KernelArg value;
@@ -884,7 +924,8 @@ absl::Status MethodInstance::LoadCopy(int32_t node, bool to_device) {
   const Node& n = method_.nodes[node];
   const char* what = to_device ? "H2D copy" : "D2H copy";
   if (n.args.size() != 1 || n.args[0].kind != ArgKind::kValue || !n.Spec())
-    return NodeError(node, absl::StrCat(what, " takes one tensor and returns one"));
+    return NodeError(node,
+                     absl::StrCat(what, " takes one tensor and returns one"));
   absl::StatusOr<TensorBinding> source = BindingOf(n.args[0].value);
   if (!source.ok()) return WithContext(source.status(), NodePrefix(node));
   absl::StatusOr<TensorBinding> result;
@@ -912,35 +953,40 @@ absl::Status MethodInstance::LoadCopy(int32_t node, bool to_device) {
   const bool planned = placement_ == Placement::kPlanned;
   step->to_device = planned ? to_device : true;  // eager: host to host
   if (!SameElementLayout(*source->spec, n.tensor)) {
-    step->precheck = FailedNode(
-        node, absl::StrCat(what, " changes the layout: source ",
-                           LayoutString(*source->spec), ", result ",
-                           LayoutString(n.tensor)));
+    step->precheck =
+        FailedNode(node, absl::StrCat(what, " changes the layout: source ",
+                                      LayoutString(*source->spec), ", result ",
+                                      LayoutString(n.tensor)));
   } else if (source->spec->StorageBytes().value_or(0) > result->storage.bytes) {
-    step->precheck = FailedNode(node, absl::StrCat(what, " result storage is too small"));
+    step->precheck =
+        FailedNode(node, absl::StrCat(what, " result storage is too small"));
   }
   if (planned && state_.strict() && step->precheck.ok()) {
     const std::string source_name = method_.ValueName(n.args[0].value);
     DeviceMemory* from = source->storage.memory;
     DeviceMemory* into = result->storage.memory;
     if (to_device && n.tensor.device.is_host()) {
-      step->precheck = FailedNode(node, "H2D copy targets cpu: its result must be on a device");
+      step->precheck = FailedNode(
+          node, "H2D copy targets cpu: its result must be on a device");
     } else if (!to_device && !n.tensor.device.is_host()) {
-      step->precheck = FailedNode(node, absl::StrCat("D2H copy targets ",
-                                                     n.tensor.device.ToString(),
-                                                     ": its result must be on the host"));
+      step->precheck = FailedNode(
+          node, absl::StrCat("D2H copy targets ", n.tensor.device.ToString(),
+                             ": its result must be on the host"));
     } else if (to_device && !from->is_host()) {
-      step->precheck = FailedNode(node, absl::StrCat("H2D copy source '", source_name,
-                                                     "' is in ", from->name(),
-                                                     " memory, not host memory"));
+      step->precheck = FailedNode(
+          node, absl::StrCat("H2D copy source '", source_name, "' is in ",
+                             from->name(), " memory, not host memory"));
     } else if (to_device && into->is_host()) {
-      step->precheck = FailedNode(node, "H2D copy result is in host memory, not device memory");
+      step->precheck = FailedNode(
+          node, "H2D copy result is in host memory, not device memory");
     } else if (!to_device && from->is_host()) {
-      step->precheck = FailedNode(node, absl::StrCat("D2H copy source '", source_name,
-                                                     "' is in host memory, not device memory"));
+      step->precheck = FailedNode(
+          node, absl::StrCat("D2H copy source '", source_name,
+                             "' is in host memory, not device memory"));
     } else if (!to_device && !into->is_host()) {
-      step->precheck = FailedNode(node, absl::StrCat("D2H copy result is in ", into->name(),
-                                                     " memory, not host memory"));
+      step->precheck =
+          FailedNode(node, absl::StrCat("D2H copy result is in ", into->name(),
+                                        " memory, not host memory"));
     }
   }
   if (n.at_load && placement_ == Placement::kPlanned) {
@@ -954,7 +1000,8 @@ absl::Status MethodInstance::LoadCopy(int32_t node, bool to_device) {
 absl::Status MethodInstance::LoadGetItem(int32_t node) {
   const Node& n = method_.nodes[node];
   const Slot& source = slots_[n.getitem_source];
-  if (n.getitem_index < 0 || n.getitem_index >= static_cast<int32_t>(source.elements.size()))
+  if (n.getitem_index < 0 ||
+      n.getitem_index >= static_cast<int32_t>(source.elements.size()))
     return NodeError(node, "getitem index is out of range");
   const TensorSpec* spec = n.Spec();
   if (!spec) return NodeError(node, "getitem must produce a tensor");
@@ -968,7 +1015,9 @@ absl::Status MethodInstance::LoadGetItem(int32_t node) {
 absl::Status MethodInstance::LoadDelegate(int32_t node) {
   const Node& n = method_.nodes[node];
   const LoweredModule* module = state_.program.FindModule(n.target);
-  if (!module) return NodeError(node, absl::StrCat("module '", n.target, "' does not exist"));
+  if (!module)
+    return NodeError(node,
+                     absl::StrCat("module '", n.target, "' does not exist"));
   Device target = Device::Cpu();
   if (std::optional<std::string> text = module->TargetDeviceText()) {
     absl::StatusOr<Device> parsed = ParseTargetDevice(*text);
@@ -983,8 +1032,8 @@ absl::Status MethodInstance::LoadDelegate(int32_t node) {
   DeviceMemory* memory = nullptr;
   if (placement_ == Placement::kOnMemory) {
     if (!target.is_host() && !(memory_->device() == target))
-      return absl::InvalidArgumentError(
-          absl::StrCat(prefix, "a nested delegate must target its parent's device"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          prefix, "a nested delegate must target its parent's device"));
     memory = memory_;
   } else {
     absl::StatusOr<DeviceMemory*> m = state_.devices.For(target);
@@ -992,15 +1041,16 @@ absl::Status MethodInstance::LoadDelegate(int32_t node) {
     memory = *m;
   }
   const bool stage_io = self_staging_delegates_ && !memory->is_host();
-  const bool check_memory =
-      placement_ == Placement::kPlanned && state_.strict() && !self_staging_delegates_;
+  const bool check_memory = placement_ == Placement::kPlanned &&
+                            state_.strict() && !self_staging_delegates_;
 
   auto step = std::make_unique<DelegateStep>();
   step->prefix = prefix;
   step->memory = memory;
   auto fail = [&](std::string message) {
     if (step->precheck.ok())
-      step->precheck = absl::FailedPreconditionError(absl::StrCat(prefix, message));
+      step->precheck =
+          absl::FailedPreconditionError(absl::StrCat(prefix, message));
   };
 
   // The subgraph's user inputs, in order.
@@ -1010,37 +1060,43 @@ absl::Status MethodInstance::LoadDelegate(int32_t node) {
       input_specs.push_back(sub.Spec());
   }
   if (input_specs.size() != n.args.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(prefix, "given ", n.args.size(),
-                                                   " arguments, but the module has ",
-                                                   input_specs.size(), " inputs"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        prefix, "given ", n.args.size(), " arguments, but the module has ",
+        input_specs.size(), " inputs"));
   }
   std::vector<TensorBinding> inputs;
   for (size_t i = 0; i < n.args.size(); ++i) {
     const Argument& arg = n.args[i];
     if (arg.kind != ArgKind::kValue)
-      return absl::InvalidArgumentError(absl::StrCat(prefix, "argument ", i, " is not a tensor"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(prefix, "argument ", i, " is not a tensor"));
     absl::StatusOr<TensorBinding> given = BindingOf(arg.value);
     if (!given.ok()) return WithContext(given.status(), prefix);
     const std::string value_name = method_.ValueName(arg.value);
-    const TensorSpec* compiled =
-        i < module->input_layouts.size() ? &module->input_layouts[i] : input_specs[i];
-    if (!compiled) return absl::InvalidArgumentError(absl::StrCat(prefix, "input ", i, " has no spec"));
+    const TensorSpec* compiled = i < module->input_layouts.size()
+                                     ? &module->input_layouts[i]
+                                     : input_specs[i];
+    if (!compiled)
+      return absl::InvalidArgumentError(
+          absl::StrCat(prefix, "input ", i, " has no spec"));
     if (check_memory && given->storage.memory != memory) {
       fail(absl::StrCat("argument ", i, " ('", value_name, "') is in ",
-                        given->storage.memory->name(), " memory, not ", memory->name(),
-                        " memory"));
+                        given->storage.memory->name(), " memory, not ",
+                        memory->name(), " memory"));
     }
     if (!SameElementLayout(*given->spec, *compiled)) {
       fail(absl::StrCat("argument ", i, " ('", value_name, "') is laid out as ",
-                        LayoutString(*given->spec), " but the module was compiled for ",
+                        LayoutString(*given->spec),
+                        " but the module was compiled for ",
                         LayoutString(*compiled)));
     }
     // Compiled code reads from the storage it is given, with its own layout.
     TensorBinding as_compiled{given->storage, compiled};
     if (compiled->StorageBytes().value_or(INT64_MAX) > given->storage.bytes) {
-      fail(absl::StrCat("argument ", i, " ('", value_name, "') has ", given->storage.bytes,
-                        " bytes of storage; the compiled layout ", LayoutString(*compiled),
-                        " reads more"));
+      fail(absl::StrCat("argument ", i, " ('", value_name, "') has ",
+                        given->storage.bytes,
+                        " bytes of storage; the compiled layout ",
+                        LayoutString(*compiled), " reads more"));
       as_compiled.storage.bytes = 0;
     }
     if (stage_io) {
@@ -1048,7 +1104,8 @@ absl::Status MethodInstance::LoadDelegate(int32_t node) {
           std::max(given->storage.bytes, compiled->StorageBytes().value_or(0));
       absl::StatusOr<Storage> device_copy = state_.Allocate(memory, bytes);
       if (!device_copy.ok()) return device_copy.status();
-      step->staged_inputs.emplace_back(*given, TensorBinding{*device_copy, given->spec});
+      step->staged_inputs.emplace_back(
+          *given, TensorBinding{*device_copy, given->spec});
       as_compiled.storage = *device_copy;
     }
     inputs.push_back(as_compiled);
@@ -1060,15 +1117,18 @@ absl::Status MethodInstance::LoadDelegate(int32_t node) {
   } else if (n.result == ResultKind::kTensor) {
     result_specs.push_back(&n.tensor);
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(prefix, "a delegate must return tensors"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(prefix, "a delegate must return tensors"));
   }
   std::vector<TensorBinding> results;
   for (size_t r = 0; r < result_specs.size(); ++r) {
-    absl::StatusOr<TensorBinding> binding = FreshBinding(node, *result_specs[r]);
+    absl::StatusOr<TensorBinding> binding =
+        FreshBinding(node, *result_specs[r]);
     if (!binding.ok()) return binding.status();
     if (check_memory && binding->storage.memory != memory) {
-      fail(absl::StrCat("result ", r, " is placed in ", binding->storage.memory->name(),
-                        " memory, not ", memory->name(), " memory"));
+      fail(absl::StrCat("result ", r, " is placed in ",
+                        binding->storage.memory->name(), " memory, not ",
+                        memory->name(), " memory"));
     }
     results.push_back(*binding);
   }
@@ -1093,29 +1153,35 @@ absl::Status MethodInstance::LoadDelegate(int32_t node) {
     steps_.push_back(std::move(step));
     return absl::OkStatus();
   }
-  const std::vector<const Argument*>& sub_outputs = step->subgraph->output_args();
+  const std::vector<const Argument*>& sub_outputs =
+      step->subgraph->output_args();
   if (sub_outputs.size() != results.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(prefix, "the module returns ",
-                                                   sub_outputs.size(), " values, the node ",
-                                                   results.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(prefix, "the module returns ", sub_outputs.size(),
+                     " values, the node ", results.size()));
   }
   for (size_t r = 0; r < sub_outputs.size(); ++r) {
     const Argument* out = sub_outputs[r];
     if (out->kind != ArgKind::kValue)
-      return absl::InvalidArgumentError(absl::StrCat(prefix, "module output ", r, " is not a tensor"));
-    absl::StatusOr<TensorBinding> binding = step->subgraph->BindingOf(out->value);
+      return absl::InvalidArgumentError(
+          absl::StrCat(prefix, "module output ", r, " is not a tensor"));
+    absl::StatusOr<TensorBinding> binding =
+        step->subgraph->BindingOf(out->value);
     if (!binding.ok()) return WithContext(binding.status(), prefix);
     if (binding->spec->sizes != results[r].spec->sizes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          prefix, "module output ", r, " is ", LayoutString(*binding->spec),
-          " but the node's result ", r, " is ", LayoutString(*results[r].spec)));
+      return absl::InvalidArgumentError(
+          absl::StrCat(prefix, "module output ", r, " is ",
+                       LayoutString(*binding->spec), " but the node's result ",
+                       r, " is ", LayoutString(*results[r].spec)));
     }
     step->sub_outputs.push_back(*binding);
     TensorBinding write_to = results[r];
     if (stage_io) {
-      absl::StatusOr<Storage> device_copy = state_.Allocate(memory, results[r].storage.bytes);
+      absl::StatusOr<Storage> device_copy =
+          state_.Allocate(memory, results[r].storage.bytes);
       if (!device_copy.ok()) return device_copy.status();
-      step->staged_results.emplace_back(results[r], TensorBinding{*device_copy, results[r].spec});
+      step->staged_results.emplace_back(
+          results[r], TensorBinding{*device_copy, results[r].spec});
       write_to.storage = *device_copy;
     }
     step->results.push_back(write_to);
@@ -1124,17 +1190,20 @@ absl::Status MethodInstance::LoadDelegate(int32_t node) {
   return absl::OkStatus();
 }
 
-// --- Run ------------------------------------------------------------------------
+// --- Run
+// ------------------------------------------------------------------------
 
 absl::Status MethodInstance::WriteInput(const TensorBinding& binding,
                                         const HostTensor& value, int32_t node) {
   const TensorSpec& spec = *binding.spec;
   if (value.dtype != spec.dtype || value.sizes != spec.sizes ||
-      static_cast<int64_t>(value.data.size()) != value.numel() * ElementSize(value.dtype)) {
+      static_cast<int64_t>(value.data.size()) !=
+          value.numel() * ElementSize(value.dtype)) {
     return absl::InvalidArgumentError(absl::StrCat(
         NodePrefix(node), "expects ", AsAbsl(DTypeName(spec.dtype)), "[",
-        absl::StrJoin(spec.sizes, ","), "], given ", AsAbsl(DTypeName(value.dtype)), "[",
-        absl::StrJoin(value.sizes, ","), "] with ", value.data.size(), " bytes"));
+        absl::StrJoin(spec.sizes, ","), "], given ",
+        AsAbsl(DTypeName(value.dtype)), "[", absl::StrJoin(value.sizes, ","),
+        "] with ", value.data.size(), " bytes"));
   }
   auto [first, last] = binding.Span();
   if (last <= first) return absl::OkStatus();
@@ -1145,19 +1214,21 @@ absl::Status MethodInstance::WriteInput(const TensorBinding& binding,
   std::vector<std::byte> staging(last);
   TensorView view = MakeView(staging.data(), spec);
   if (absl::Status s = CopyStridedHost(view, value.view()); !s.ok()) return s;
-  return binding.storage.memory->CopyFromHost(binding.storage.base + first,
-                                              staging.data() + first, last - first);
+  return binding.storage.memory->CopyFromHost(
+      binding.storage.base + first, staging.data() + first, last - first);
 }
 
 absl::Status MethodInstance::Run(std::span<const HostTensor> inputs,
                                  const std::function<bool()>* keep_going) {
   if (placement_ != Placement::kOnMemory) {
     if (inputs.size() != user_inputs_.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          context_, "expects ", user_inputs_.size(), " user inputs, given ", inputs.size()));
+      return absl::InvalidArgumentError(
+          absl::StrCat(context_, "expects ", user_inputs_.size(),
+                       " user inputs, given ", inputs.size()));
     }
     for (size_t i = 0; i < inputs.size(); ++i) {
-      absl::Status s = WriteInput(slots_[user_inputs_[i]].tensor, inputs[i], user_inputs_[i]);
+      absl::Status s = WriteInput(slots_[user_inputs_[i]].tensor, inputs[i],
+                                  user_inputs_[i]);
       if (!s.ok()) return s;
     }
   }
@@ -1193,7 +1264,8 @@ absl::StatusOr<std::vector<HostTensor>> MethodInstance::ReadOutputs() {
       continue;
     }
     if (arg->kind != ArgKind::kValue)
-      return absl::InvalidArgumentError(absl::StrCat(context_, "an output is not a value"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(context_, "an output is not a value"));
     absl::StatusOr<TensorBinding> binding = BindingOf(arg->value);
     if (!binding.ok()) return binding.status();
     value.dtype = binding->spec->dtype;
@@ -1216,10 +1288,12 @@ absl::StatusOr<std::vector<HostTensor>> MethodInstance::ReadOutputs() {
 
 }  // namespace
 
-// --- Executor ---------------------------------------------------------------------
+// --- Executor
+// ---------------------------------------------------------------------
 
 struct Executor::Impl {
-  Impl(const Program& program, ExecutionMode mode) : state(program, mode) {}
+  Impl(const Program& program, ExecutionMode mode, uint64_t data_seed)
+      : state(program, mode, data_seed) {}
   ProgramState state;
   std::map<std::string, std::unique_ptr<MethodInstance>, std::less<>> methods;
 };
@@ -1230,11 +1304,12 @@ Executor::~Executor() = default;
 ExecutionMode Executor::mode() const { return impl_->state.mode; }
 
 absl::StatusOr<std::unique_ptr<Executor>> Executor::Load(const Program& program,
-                                                         ExecutionMode mode) {
+                                                         ExecutionMode mode,
+                                                         uint64_t data_seed) {
   if (mode == ExecutionMode::kCuda && !CudaAvailable()) {
     return absl::FailedPreconditionError("no CUDA device is visible");
   }
-  auto impl = std::make_unique<Impl>(program, mode);
+  auto impl = std::make_unique<Impl>(program, mode, data_seed);
   const Placement placement =
       mode == ExecutionMode::kEager ? Placement::kEager : Placement::kPlanned;
   for (const Method& method : program.methods) {
@@ -1252,9 +1327,11 @@ absl::StatusOr<std::vector<HostTensor>> Executor::Run(
     const std::function<bool()>& keep_going) {
   auto it = impl_->methods.find(method);
   if (it == impl_->methods.end()) {
-    return absl::NotFoundError(absl::StrCat("method '", AsAbsl(method), "' does not exist"));
+    return absl::NotFoundError(
+        absl::StrCat("method '", AsAbsl(method), "' does not exist"));
   }
-  if (absl::Status s = it->second->Run(inputs, keep_going ? &keep_going : nullptr);
+  if (absl::Status s =
+          it->second->Run(inputs, keep_going ? &keep_going : nullptr);
       !s.ok())
     return s;
   return it->second->ReadOutputs();

@@ -77,8 +77,11 @@ std::vector<HostTensor> GenerateUserInputs(const Method& method, uint64_t seed);
 
 class Executor {
  public:
+  // `data_seed` is the verification seed that constants without data mix
+  // into their own seed (data_gen.h).
   static absl::StatusOr<std::unique_ptr<Executor>> Load(const Program& program,
-                                                        ExecutionMode mode);
+                                                        ExecutionMode mode,
+                                                        uint64_t data_seed = 0);
   ~Executor();
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;

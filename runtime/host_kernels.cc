@@ -20,7 +20,6 @@
 // is exactly an input (relu_(x)) run in place: element i is read before it
 // is written and never read again.
 #include "runtime/host_kernels.h"
-#include "runtime/absl_compat.h"
 
 #include <algorithm>
 #include <cmath>
@@ -29,6 +28,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "runtime/absl_compat.h"
 #include "runtime/host_kernels_internal.h"
 
 namespace ferry {
@@ -74,20 +74,23 @@ TensorView TensorOrScalar(const KernelCall& call, size_t i, ScalarSlot& slot) {
 }
 
 absl::Status KernelError(const KernelCall& call, absl::string_view message) {
-  return absl::InvalidArgumentError(absl::StrCat(AsAbsl(call.op), ": ", message));
+  return absl::InvalidArgumentError(
+      absl::StrCat(AsAbsl(call.op), ": ", message));
 }
 
 absl::Status UnsupportedDType(const KernelCall& call, DType dtype) {
-  return absl::UnimplementedError(absl::StrCat(
-      AsAbsl(call.op), ": dtype ", AsAbsl(DTypeName(dtype)), " is not supported"));
+  return absl::UnimplementedError(absl::StrCat(AsAbsl(call.op), ": dtype ",
+                                               AsAbsl(DTypeName(dtype)),
+                                               " is not supported"));
 }
 
 absl::StatusOr<int64_t> NormalizeDim(const KernelCall& call, int64_t dim,
                                      int64_t ndim) {
   int64_t range = std::max<int64_t>(ndim, 1);
   if (dim < -range || dim >= range) {
-    return KernelError(call, absl::StrCat("dim ", dim, " is out of range for a ",
-                                          ndim, "-dim tensor"));
+    return KernelError(
+        call, absl::StrCat("dim ", dim, " is out of range for a ", ndim,
+                           "-dim tensor"));
   }
   return dim < 0 ? dim + range : dim;
 }
@@ -127,8 +130,8 @@ absl::Status CheckBroadcast(const KernelCall& call, const TensorView& t,
 }
 
 void ScatterContiguous(const TensorView& dst, const std::byte* src_bytes) {
-  TensorView src = ContiguousView(const_cast<std::byte*>(src_bytes), dst.dtype,
-                                  dst.sizes);
+  TensorView src =
+      ContiguousView(const_cast<std::byte*>(src_bytes), dst.dtype, dst.sizes);
   const int64_t es = dst.element_size();
   StridedLoop<2>(dst.sizes, {dst.bytes(), src.bytes()},
                  {OwnByteStrides(dst), OwnByteStrides(src)},
@@ -188,10 +191,9 @@ absl::Status Binary(const KernelCall& call, const TensorView& a,
   if (AnyFloat({&out, &a, &b})) {
     StridedLoop<3>(out.sizes, bases, strides,
                    [&](const std::array<std::byte*, 3>& p) {
-                     element::StoreDouble(
-                         oc, p[0],
-                         ff(element::LoadAsDouble(ac, p[1]),
-                            element::LoadAsDouble(bc, p[2])));
+                     element::StoreDouble(oc, p[0],
+                                          ff(element::LoadAsDouble(ac, p[1]),
+                                             element::LoadAsDouble(bc, p[2])));
                    });
     return absl::OkStatus();
   }
@@ -272,7 +274,8 @@ double FloorDivDouble(double a, double b) {
   return div == 0 ? std::copysign(0.0, a / b) : floor_div;
 }
 
-// --- Arithmetic ---------------------------------------------------------------
+// --- Arithmetic
+// ---------------------------------------------------------------
 
 double AlphaOf(const KernelCall& call, size_t i) {
   return call.args.size() > i && call.args[i].is_number()
@@ -280,9 +283,8 @@ double AlphaOf(const KernelCall& call, size_t i) {
              : 1.0;
 }
 int64_t IntAlphaOf(const KernelCall& call, size_t i) {
-  return call.args.size() > i && call.args[i].is_number()
-             ? call.args[i].AsInt()
-             : 1;
+  return call.args.size() > i && call.args[i].is_number() ? call.args[i].AsInt()
+                                                          : 1;
 }
 
 absl::Status AddKernel(const KernelCall& call) {
@@ -354,7 +356,8 @@ absl::Status DivKernel(const KernelCall& call) {
                   });
   }
   if (!mode.empty())
-    return KernelError(call, absl::StrCat("unknown rounding_mode '", mode, "'"));
+    return KernelError(call,
+                       absl::StrCat("unknown rounding_mode '", mode, "'"));
   if (!IsFloatingPoint(call.outputs[0].dtype)) {
     return KernelError(call, "true division needs a floating output, got " +
                                  std::string(DTypeName(call.outputs[0].dtype)));
@@ -408,11 +411,13 @@ absl::Status PowKernel(const KernelCall& call) {
 }
 
 double NanPropagatingMax(double a, double b) {
-  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
+  if (std::isnan(a) || std::isnan(b))
+    return std::numeric_limits<double>::quiet_NaN();
   return std::max(a, b);
 }
 double NanPropagatingMin(double a, double b) {
-  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
+  if (std::isnan(a) || std::isnan(b))
+    return std::numeric_limits<double>::quiet_NaN();
   return std::min(a, b);
 }
 
@@ -439,8 +444,9 @@ absl::Status BitwiseKernel(const KernelCall& call, Op op) {
   TensorView b = TensorOrScalar(call, 1, s1);
   if (AnyFloat({&a, &b, &call.outputs[0]}))
     return KernelError(call, "bitwise operators need integer or bool tensors");
-  return Binary(call, a, b, [](double x, double) { return x; },
-                [op](int64_t x, int64_t y, const char*&) { return op(x, y); });
+  return Binary(
+      call, a, b, [](double x, double) { return x; },
+      [op](int64_t x, int64_t y, const char*&) { return op(x, y); });
 }
 
 absl::Status BitwiseAndKernel(const KernelCall& call) {
@@ -453,13 +459,14 @@ absl::Status BitwiseXorKernel(const KernelCall& call) {
   return BitwiseKernel(call, [](int64_t a, int64_t b) { return a ^ b; });
 }
 
-// --- Comparisons and logic -------------------------------------------------------
+// --- Comparisons and logic
+// -------------------------------------------------------
 
 template <typename Pred>
 absl::Status CompareKernel(const KernelCall& call, Pred pred) {
   ScalarSlot s0, s1;
-  return Compare(call, TensorOrScalar(call, 0, s0),
-                 TensorOrScalar(call, 1, s1), pred);
+  return Compare(call, TensorOrScalar(call, 0, s0), TensorOrScalar(call, 1, s1),
+                 pred);
 }
 
 absl::Status EqKernel(const KernelCall& call) {
@@ -523,16 +530,16 @@ absl::Status WhereKernel(const KernelCall& call) {
   return absl::OkStatus();
 }
 
-// --- Unary ------------------------------------------------------------------------
+// --- Unary
+// ------------------------------------------------------------------------
 
 template <typename FloatFn>
 absl::Status FloatUnaryKernel(const KernelCall& call, FloatFn ff) {
   // Integer inputs promote to a floating output (the spec says which); an
   // integer output here can only come from an integer-preserving op.
-  return Unary(call, call.args[0].tensor, ff,
-               [ff](int64_t x) {
-                 return element::SaturatingToInt64(ff(static_cast<double>(x)));
-               });
+  return Unary(call, call.args[0].tensor, ff, [ff](int64_t x) {
+    return element::SaturatingToInt64(ff(static_cast<double>(x)));
+  });
 }
 
 double Relu(double x) { return x > 0 ? x : (std::isnan(x) ? x : 0.0); }
@@ -545,12 +552,14 @@ absl::Status ReluKernel(const KernelCall& call) {
 absl::Status NegKernel(const KernelCall& call) {
   if (call.outputs[0].dtype == DType::kBool)
     return KernelError(call, "negation of a bool tensor is not supported");
-  return Unary(call, call.args[0].tensor, [](double x) { return -x; },
-               [](int64_t x) { return WrapSub(0, x); });
+  return Unary(
+      call, call.args[0].tensor, [](double x) { return -x; },
+      [](int64_t x) { return WrapSub(0, x); });
 }
 absl::Status AbsKernel(const KernelCall& call) {
-  return Unary(call, call.args[0].tensor, [](double x) { return std::fabs(x); },
-               [](int64_t x) { return x < 0 ? WrapSub(0, x) : x; });
+  return Unary(
+      call, call.args[0].tensor, [](double x) { return std::fabs(x); },
+      [](int64_t x) { return x < 0 ? WrapSub(0, x) : x; });
 }
 absl::Status SignKernel(const KernelCall& call) {
   return Unary(
@@ -643,7 +652,8 @@ absl::Status ClampBetween(const KernelCall& call, const KernelArg* lo,
                           const KernelArg* hi) {
   const bool has_lo = lo && lo->is_number();
   const bool has_hi = hi && hi->is_number();
-  const double flo = has_lo ? lo->AsDouble() : 0, fhi = has_hi ? hi->AsDouble() : 0;
+  const double flo = has_lo ? lo->AsDouble() : 0,
+               fhi = has_hi ? hi->AsDouble() : 0;
   const int64_t ilo = has_lo ? lo->AsInt() : 0, ihi = has_hi ? hi->AsInt() : 0;
   return Unary(
       call, call.args[0].tensor,
@@ -670,24 +680,23 @@ absl::Status HardtanhKernel(const KernelCall& call) {
   lo.kind = hi.kind = KernelArg::Kind::kFloat;
   lo.float_value = -1;
   hi.float_value = 1;
-  const KernelArg* plo = call.args.size() > 1 && call.args[1].is_number()
-                             ? &call.args[1]
-                             : &lo;
-  const KernelArg* phi = call.args.size() > 2 && call.args[2].is_number()
-                             ? &call.args[2]
-                             : &hi;
+  const KernelArg* plo =
+      call.args.size() > 1 && call.args[1].is_number() ? &call.args[1] : &lo;
+  const KernelArg* phi =
+      call.args.size() > 2 && call.args[2].is_number() ? &call.args[2] : &hi;
   return ClampBetween(call, plo, phi);
 }
 
 absl::Status LeakyReluKernel(const KernelCall& call) {
-  const double slope =
-      call.args.size() > 1 && call.args[1].is_number() ? call.args[1].AsDouble()
-                                                       : 0.01;
+  const double slope = call.args.size() > 1 && call.args[1].is_number()
+                           ? call.args[1].AsDouble()
+                           : 0.01;
   return FloatUnaryKernel(call,
                           [slope](double x) { return x > 0 ? x : x * slope; });
 }
 
-// --- Kernels with no data to compute ---------------------------------------------
+// --- Kernels with no data to compute
+// ---------------------------------------------
 
 // View operators: the result is the argument's storage seen through the
 // node's spec, which the executor builds; nothing moves.
@@ -891,7 +900,8 @@ const KernelTable& Kernels() {
   // Built once, never destroyed.
   static const KernelTable* const table = [] {
     auto* built = new KernelTable();
-    for (const KernelEntry& entry : kKernels) built->emplace(entry.op, entry.fn);
+    for (const KernelEntry& entry : kKernels)
+      built->emplace(entry.op, entry.fn);
     return built;
   }();
   return *table;
@@ -927,10 +937,9 @@ std::vector<std::string> HostKernelOps() {
 
 absl::Status CopyStridedHost(const TensorView& dst, const TensorView& src) {
   if (!host::BroadcastsTo(src, dst.sizes)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("copy: source ", src.DebugString(),
-                     " does not broadcast to the destination ",
-                     dst.DebugString()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "copy: source ", src.DebugString(),
+        " does not broadcast to the destination ", dst.DebugString()));
   }
   if (dst.numel() == 0) return absl::OkStatus();
   TensorView source = src;
@@ -940,8 +949,8 @@ absl::Status CopyStridedHost(const TensorView& dst, const TensorView& src) {
     source = ContiguousView(staged.data(), src.dtype, src.sizes);
   }
   const int dc = host::Code(dst.dtype), sc = host::Code(source.dtype);
-  std::array<DimVector, 2> strides{host::OwnByteStrides(dst),
-                                   host::BroadcastByteStrides(source, dst.sizes)};
+  std::array<DimVector, 2> strides{
+      host::OwnByteStrides(dst), host::BroadcastByteStrides(source, dst.sizes)};
   if (dst.dtype == source.dtype) {
     const int64_t es = dst.element_size();
     host::StridedLoop<2>(dst.sizes, {dst.bytes(), source.bytes()}, strides,

@@ -76,8 +76,7 @@ void StridedLoop(std::span<const int64_t> sizes,
       ++index[d];
       for (size_t k = 0; k < N; ++k) ptrs[k] += byte_strides[k][d];
       if (index[d] < sizes[d]) break;
-      for (size_t k = 0; k < N; ++k)
-        ptrs[k] -= byte_strides[k][d] * sizes[d];
+      for (size_t k = 0; k < N; ++k) ptrs[k] -= byte_strides[k][d] * sizes[d];
       index[d] = 0;
     }
     if (d < 0) return;

@@ -16,8 +16,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "runtime/host_kernels_internal.h"
 #include "runtime/absl_compat.h"
+#include "runtime/host_kernels_internal.h"
 
 namespace ferry::host {
 namespace {
@@ -32,11 +32,13 @@ struct BlasOperand {
 BlasOperand AsBlasOperand(const TensorView& t) {
   const int64_t rows = t.sizes[0], cols = t.sizes[1];
   // Strides of size-1 dims do not matter; pick the ones BLAS likes.
-  const int64_t row_stride = rows == 1 ? std::max<int64_t>(cols, 1) : t.strides[0];
+  const int64_t row_stride =
+      rows == 1 ? std::max<int64_t>(cols, 1) : t.strides[0];
   const int64_t col_stride = cols == 1 ? 1 : t.strides[1];
   if (col_stride == 1 && row_stride >= std::max<int64_t>(cols, 1))
     return {true, CblasNoTrans, row_stride};
-  const int64_t col_stride_t = cols == 1 ? std::max<int64_t>(rows, 1) : t.strides[1];
+  const int64_t col_stride_t =
+      cols == 1 ? std::max<int64_t>(rows, 1) : t.strides[1];
   const int64_t row_stride_t = rows == 1 ? 1 : t.strides[0];
   if (row_stride_t == 1 && col_stride_t >= std::max<int64_t>(rows, 1))
     return {true, CblasTrans, col_stride_t};
@@ -99,8 +101,11 @@ void GemmLoops(const TensorView& a, const TensorView& b, const TensorView& c,
       if (as_float) {
         double acc = 0;
         for (int64_t k = 0; k < K; ++k) {
-          acc += element::LoadAsDouble(ac, a.bytes() + (i * a.strides[0] + k * a.strides[1]) * ae) *
-                 element::LoadAsDouble(bc, b.bytes() + (k * b.strides[0] + j * b.strides[1]) * be);
+          acc +=
+              element::LoadAsDouble(
+                  ac, a.bytes() + (i * a.strides[0] + k * a.strides[1]) * ae) *
+              element::LoadAsDouble(
+                  bc, b.bytes() + (k * b.strides[0] + j * b.strides[1]) * be);
         }
         double result = alpha * acc;
         if (beta != 0) result += beta * element::LoadAsDouble(cc, cp);
@@ -108,12 +113,14 @@ void GemmLoops(const TensorView& a, const TensorView& b, const TensorView& c,
       } else {
         uint64_t acc = 0;
         for (int64_t k = 0; k < K; ++k) {
-          acc += static_cast<uint64_t>(element::LoadAsInt64(
-                     ac, a.bytes() + (i * a.strides[0] + k * a.strides[1]) * ae)) *
-                 static_cast<uint64_t>(element::LoadAsInt64(
-                     bc, b.bytes() + (k * b.strides[0] + j * b.strides[1]) * be));
+          acc +=
+              static_cast<uint64_t>(element::LoadAsInt64(
+                  ac, a.bytes() + (i * a.strides[0] + k * a.strides[1]) * ae)) *
+              static_cast<uint64_t>(element::LoadAsInt64(
+                  bc, b.bytes() + (k * b.strides[0] + j * b.strides[1]) * be));
         }
-        uint64_t result = acc * static_cast<uint64_t>(static_cast<int64_t>(alpha));
+        uint64_t result =
+            acc * static_cast<uint64_t>(static_cast<int64_t>(alpha));
         if (beta != 0)
           result += static_cast<uint64_t>(static_cast<int64_t>(beta)) *
                     static_cast<uint64_t>(element::LoadAsInt64(cc, cp));
@@ -131,9 +138,9 @@ absl::Status Gemm(const KernelCall& call, const TensorView& a,
     return KernelError(call, "matrix operands must be 2-D");
   const int64_t M = a.sizes[0], K = a.sizes[1], N = b.sizes[1];
   if (b.sizes[0] != K || c.sizes[0] != M || c.sizes[1] != N) {
-    return KernelError(call, absl::StrCat("shapes ", a.DebugString(), " @ ",
-                                          b.DebugString(), " -> ",
-                                          c.DebugString(), " do not fit"));
+    return KernelError(
+        call, absl::StrCat("shapes ", a.DebugString(), " @ ", b.DebugString(),
+                           " -> ", c.DebugString(), " do not fit"));
   }
   if (M == 0 || N == 0) return absl::OkStatus();
   if (a.dtype == DType::kBool || b.dtype == DType::kBool)
@@ -153,7 +160,8 @@ absl::Status MmKernel(const KernelCall& call) {
               1.0, 0.0);
 }
 
-// addmm(self, mat1, mat2, *, beta=1, alpha=1): beta * self + alpha * mat1 @ mat2
+// addmm(self, mat1, mat2, *, beta=1, alpha=1): beta * self + alpha * mat1 @
+// mat2
 absl::Status AddmmKernel(const KernelCall& call) {
   const TensorView& out = call.outputs[0];
   const double beta = call.args[3].is_number() ? call.args[3].AsDouble() : 1.0;
@@ -184,7 +192,8 @@ absl::Status BmmKernel(const KernelCall& call) {
     return m;
   };
   for (int64_t i = 0; i < a.sizes[0]; ++i) {
-    absl::Status s = Gemm(call, matrix(a, i), matrix(b, i), matrix(out, i), 1.0, 0.0);
+    absl::Status s =
+        Gemm(call, matrix(a, i), matrix(b, i), matrix(out, i), 1.0, 0.0);
     if (!s.ok()) return s;
   }
   return absl::OkStatus();
@@ -200,7 +209,8 @@ absl::Status LinearKernel(const KernelCall& call) {
     return KernelError(call, "linear expects input [*, K] and weight [N, K]");
   const int64_t K = input.sizes[input.dim() - 1];
   const int64_t N = weight.sizes[0];
-  const int64_t M = K > 0 ? input.numel() / K : out.numel() / std::max<int64_t>(N, 1);
+  const int64_t M =
+      K > 0 ? input.numel() / K : out.numel() / std::max<int64_t>(N, 1);
   if (weight.sizes[1] != K || out.sizes[out.dim() - 1] != N)
     return KernelError(call, "linear shapes do not fit");
   // Flatten the leading dims (dense copies where the views do not allow it).
@@ -247,10 +257,12 @@ absl::Status ConvolutionKernel(const KernelCall& call) {
   const KernelArg& bias = call.args[2];
   TensorView out = call.outputs[0];
   if (call.args[6].bool_value)
-    return absl::UnimplementedError(absl::StrCat(AsAbsl(call.op), ": transposed convolution is not supported"));
+    return absl::UnimplementedError(absl::StrCat(
+        AsAbsl(call.op), ": transposed convolution is not supported"));
   const int64_t spatial = in.dim() - 2;
   if (spatial != 1 && spatial != 2)
-    return absl::UnimplementedError(absl::StrCat(AsAbsl(call.op), ": only 1-D and 2-D convolution are supported"));
+    return absl::UnimplementedError(absl::StrCat(
+        AsAbsl(call.op), ": only 1-D and 2-D convolution are supported"));
   if (weight.dim() != in.dim() || out.dim() != in.dim())
     return KernelError(call, "input, weight and output ranks differ");
   auto param = [&](size_t i, int64_t d, int64_t fallback) {
@@ -275,11 +287,13 @@ absl::Status ConvolutionKernel(const KernelCall& call) {
     sw = param(3, 1, 1), pw = param(4, 1, 0), dw = param(5, 1, 1);
   }
   const int64_t groups = std::max<int64_t>(call.args[8].AsInt(), 1);
-  const int64_t N = in.sizes[0], C = in.sizes[1], H = in.sizes[2], W = in.sizes[3];
+  const int64_t N = in.sizes[0], C = in.sizes[1], H = in.sizes[2],
+                W = in.sizes[3];
   const int64_t F = weight.sizes[0], CG = weight.sizes[1], KH = weight.sizes[2],
                 KW = weight.sizes[3];
   const int64_t OH = out.sizes[2], OW = out.sizes[3];
-  if (C != CG * groups || F % groups != 0 || out.sizes[0] != N || out.sizes[1] != F)
+  if (C != CG * groups || F % groups != 0 || out.sizes[0] != N ||
+      out.sizes[1] != F)
     return KernelError(call, "channel counts do not fit the groups");
   const int ic = Code(in.dtype), wc = Code(weight.dtype), oc = Code(out.dtype);
   const int64_t ie = in.element_size(), we = weight.element_size(),
@@ -291,8 +305,8 @@ absl::Status ConvolutionKernel(const KernelCall& call) {
       double b = 0;
       if (bias.is_tensor()) {
         const TensorView& bt = bias.tensor;
-        b = element::LoadAsDouble(Code(bt.dtype),
-                                  bt.bytes() + f * bt.strides[0] * bt.element_size());
+        b = element::LoadAsDouble(
+            Code(bt.dtype), bt.bytes() + f * bt.strides[0] * bt.element_size());
       }
       for (int64_t oh = 0; oh < OH; ++oh) {
         for (int64_t ow = 0; ow < OW; ++ow) {
@@ -306,17 +320,24 @@ absl::Status ConvolutionKernel(const KernelCall& call) {
                 const int64_t w = ow * sw - pw + kw * dw;
                 if (w < 0 || w >= W) continue;
                 acc += element::LoadAsDouble(
-                           ic, in.bytes() + (n * in.strides[0] + ci * in.strides[1] +
-                                             h * in.strides[2] + w * in.strides[3]) * ie) *
+                           ic, in.bytes() +
+                                   (n * in.strides[0] + ci * in.strides[1] +
+                                    h * in.strides[2] + w * in.strides[3]) *
+                                       ie) *
                        element::LoadAsDouble(
-                           wc, weight.bytes() + (f * weight.strides[0] + c * weight.strides[1] +
-                                                 kh * weight.strides[2] + kw * weight.strides[3]) * we);
+                           wc, weight.bytes() + (f * weight.strides[0] +
+                                                 c * weight.strides[1] +
+                                                 kh * weight.strides[2] +
+                                                 kw * weight.strides[3]) *
+                                                    we);
               }
             }
           }
           element::StoreDouble(
-              oc, out.bytes() + (n * out.strides[0] + f * out.strides[1] +
-                                 oh * out.strides[2] + ow * out.strides[3]) * oe,
+              oc,
+              out.bytes() + (n * out.strides[0] + f * out.strides[1] +
+                             oh * out.strides[2] + ow * out.strides[3]) *
+                                oe,
               acc);
         }
       }

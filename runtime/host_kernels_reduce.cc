@@ -47,7 +47,8 @@ absl::StatusOr<ReductionPlan> PlanReduction(const KernelCall& call,
       any = true;
     }
   } else if (dims_arg && dims_arg->kind == KernelArg::Kind::kInt) {
-    absl::StatusOr<int64_t> nd = NormalizeDim(call, dims_arg->int_value, in.dim());
+    absl::StatusOr<int64_t> nd =
+        NormalizeDim(call, dims_arg->int_value, in.dim());
     if (!nd.ok()) return nd.status();
     if (in.dim() > 0) reduce[*nd] = true;
     any = true;
@@ -75,7 +76,8 @@ absl::StatusOr<ReductionPlan> PlanReduction(const KernelCall& call,
     for (int64_t d = 0; d < out.dim(); ++d) {
       if (reduce[d]) {
         if (out.sizes[d] != 1)
-          return KernelError(call, "keepdim output must have size 1 in reduced dims");
+          return KernelError(call,
+                             "keepdim output must have size 1 in reduced dims");
         continue;
       }
       plan.out.sizes.push_back(out.sizes[d]);
@@ -83,9 +85,9 @@ absl::StatusOr<ReductionPlan> PlanReduction(const KernelCall& call,
     }
   }
   if (plan.out.sizes != plan.kept.sizes) {
-    return KernelError(call, absl::StrCat("output ", out.DebugString(),
-                                          " does not match reducing ",
-                                          in.DebugString()));
+    return KernelError(
+        call, absl::StrCat("output ", out.DebugString(),
+                           " does not match reducing ", in.DebugString()));
   }
   return plan;
 }
@@ -126,9 +128,10 @@ absl::Status ReduceKernel(const KernelCall& call, const KernelArg* dims,
   const double count = static_cast<double>(plan->count);
   ForEachOutput(*plan, [&](std::byte* out_ptr, std::byte* row) {
     if (as_float) {
-      double acc = kind == Reduce::kMax   ? -std::numeric_limits<double>::infinity()
-                   : kind == Reduce::kMin ? std::numeric_limits<double>::infinity()
-                                          : 0.0;
+      double acc =
+          kind == Reduce::kMax   ? -std::numeric_limits<double>::infinity()
+          : kind == Reduce::kMin ? std::numeric_limits<double>::infinity()
+                                 : 0.0;
       ForEachReduced(*plan, row, [&](std::byte* p) {
         double v = element::LoadAsDouble(ic, p);
         switch (kind) {
@@ -137,12 +140,14 @@ absl::Status ReduceKernel(const KernelCall& call, const KernelArg* dims,
             acc += v;
             break;
           case Reduce::kMax:
-            acc = (std::isnan(v) || std::isnan(acc)) ? std::numeric_limits<double>::quiet_NaN()
-                                                     : std::max(acc, v);
+            acc = (std::isnan(v) || std::isnan(acc))
+                      ? std::numeric_limits<double>::quiet_NaN()
+                      : std::max(acc, v);
             break;
           case Reduce::kMin:
-            acc = (std::isnan(v) || std::isnan(acc)) ? std::numeric_limits<double>::quiet_NaN()
-                                                     : std::min(acc, v);
+            acc = (std::isnan(v) || std::isnan(acc))
+                      ? std::numeric_limits<double>::quiet_NaN()
+                      : std::min(acc, v);
             break;
         }
       });
@@ -239,22 +244,24 @@ absl::Status SoftmaxLike(const KernelCall& call, bool log) {
   if (!IsFloatingPoint(out.dtype)) return UnsupportedDType(call, out.dtype);
   const int ic = Code(in.dtype), oc = Code(out.dtype);
   const int64_t dim = call.args[1].AsInt();
-  return ForEachRow(call, in, out, dim,
-                    [&](std::byte* in_row, int64_t in_step, std::byte* out_row,
-                        int64_t out_step, int64_t length) {
-                      double max = -std::numeric_limits<double>::infinity();
-                      for (int64_t i = 0; i < length; ++i)
-                        max = std::max(max, element::LoadAsDouble(ic, in_row + i * in_step));
-                      double sum = 0;
-                      for (int64_t i = 0; i < length; ++i)
-                        sum += std::exp(element::LoadAsDouble(ic, in_row + i * in_step) - max);
-                      const double log_sum = std::log(sum);
-                      for (int64_t i = 0; i < length; ++i) {
-                        double x = element::LoadAsDouble(ic, in_row + i * in_step) - max;
-                        element::StoreDouble(oc, out_row + i * out_step,
-                                             log ? x - log_sum : std::exp(x) / sum);
-                      }
-                    });
+  return ForEachRow(
+      call, in, out, dim,
+      [&](std::byte* in_row, int64_t in_step, std::byte* out_row,
+          int64_t out_step, int64_t length) {
+        double max = -std::numeric_limits<double>::infinity();
+        for (int64_t i = 0; i < length; ++i)
+          max = std::max(max, element::LoadAsDouble(ic, in_row + i * in_step));
+        double sum = 0;
+        for (int64_t i = 0; i < length; ++i)
+          sum +=
+              std::exp(element::LoadAsDouble(ic, in_row + i * in_step) - max);
+        const double log_sum = std::log(sum);
+        for (int64_t i = 0; i < length; ++i) {
+          double x = element::LoadAsDouble(ic, in_row + i * in_step) - max;
+          element::StoreDouble(oc, out_row + i * out_step,
+                               log ? x - log_sum : std::exp(x) / sum);
+        }
+      });
 }
 
 }  // namespace
@@ -286,16 +293,19 @@ absl::Status NativeLayerNormKernel(const KernelCall& call) {
   }
   if (out.sizes != in.sizes) return KernelError(call, "output sizes differ");
   const int64_t outer = in.dim() - k;
-  TensorView in_outer = DimRange(in, 0, outer), out_outer = DimRange(out, 0, outer);
-  TensorView in_inner = DimRange(in, outer, k), out_inner = DimRange(out, outer, k);
+  TensorView in_outer = DimRange(in, 0, outer),
+             out_outer = DimRange(out, 0, outer);
+  TensorView in_inner = DimRange(in, outer, k),
+             out_inner = DimRange(out, outer, k);
   // mean / rstd indexed by the outer dims (their trailing 1s ignored).
   std::array<TensorView, 2> stats;
   for (int s = 0; s < 2; ++s) {
     const TensorView& t = call.outputs[1 + s];
     if (t.numel() != in_outer.numel())
       return KernelError(call, "mean/rstd outputs do not match the input");
-    stats[s] = t.dim() >= outer ? DimRange(t, 0, outer)
-                                : ContiguousView(t.data, t.dtype, in_outer.sizes);
+    stats[s] = t.dim() >= outer
+                   ? DimRange(t, 0, outer)
+                   : ContiguousView(t.data, t.dtype, in_outer.sizes);
     if (stats[s].sizes != in_outer.sizes)
       stats[s] = ContiguousView(t.data, t.dtype, in_outer.sizes);
   }
@@ -309,10 +319,10 @@ absl::Status NativeLayerNormKernel(const KernelCall& call) {
   const double n = static_cast<double>(in_inner.numel());
   const DimVector in_inner_strides = OwnByteStrides(in_inner);
   const DimVector out_inner_strides = OwnByteStrides(out_inner);
-  const DimVector w_strides = w.data ? BroadcastByteStrides(w, in_inner.sizes)
-                                     : DimVector(k, 0);
-  const DimVector b_strides = b.data ? BroadcastByteStrides(b, in_inner.sizes)
-                                     : DimVector(k, 0);
+  const DimVector w_strides =
+      w.data ? BroadcastByteStrides(w, in_inner.sizes) : DimVector(k, 0);
+  const DimVector b_strides =
+      b.data ? BroadcastByteStrides(b, in_inner.sizes) : DimVector(k, 0);
   std::byte zero_bytes[8] = {};
   StridedLoop<4>(
       in_outer.sizes,
@@ -369,7 +379,8 @@ absl::Status BatchNorm(const KernelCall& call, const TensorView& in,
       return KernelError(call, "per-channel tensors must have C elements");
   }
   if (!training && (!running_mean.is_tensor() || !running_var.is_tensor()))
-    return KernelError(call, "evaluation mode needs running_mean and running_var");
+    return KernelError(call,
+                       "evaluation mode needs running_mean and running_var");
   const int ic = Code(in.dtype), oc = Code(out.dtype);
   auto channel_value = [](const KernelArg& a, int64_t c) {
     const TensorView& t = a.tensor;
@@ -379,7 +390,8 @@ absl::Status BatchNorm(const KernelCall& call, const TensorView& in,
   };
   auto store_channel = [](const TensorView& t, int64_t c, double v) {
     const int64_t stride = t.dim() > 0 ? t.strides[t.dim() - 1] : 0;
-    element::StoreDouble(Code(t.dtype), t.bytes() + c * stride * t.element_size(), v);
+    element::StoreDouble(Code(t.dtype),
+                         t.bytes() + c * stride * t.element_size(), v);
   };
   for (int64_t c = 0; c < channels; ++c) {
     TensorView in_c = in, out_c = out;
@@ -402,9 +414,9 @@ absl::Status BatchNorm(const KernelCall& call, const TensorView& in,
                      });
       var = n > 0 ? squares / n : 0;
       if (running_mean.is_tensor()) {
-        store_channel(running_mean.tensor, c,
-                      (1 - momentum) * channel_value(running_mean, c) +
-                          momentum * mean);
+        store_channel(
+            running_mean.tensor, c,
+            (1 - momentum) * channel_value(running_mean, c) + momentum * mean);
       }
       if (running_var.is_tensor()) {
         const double unbiased = n > 1 ? squares / (n - 1) : var;
@@ -422,7 +434,8 @@ absl::Status BatchNorm(const KernelCall& call, const TensorView& in,
     StridedLoop<2>(in_c.sizes, {in_c.bytes(), out_c.bytes()},
                    {OwnByteStrides(in_c), OwnByteStrides(out_c)},
                    [&](const std::array<std::byte*, 2>& p) {
-                     double y = (element::LoadAsDouble(ic, p[0]) - mean) * invstd;
+                     double y =
+                         (element::LoadAsDouble(ic, p[0]) - mean) * invstd;
                      element::StoreDouble(oc, p[1], y * scale + shift);
                    });
     // The saved statistics, where the outputs have room for them.
@@ -462,8 +475,8 @@ struct Pool2dParams {
 // arguments that may hold one value for both dims.
 absl::StatusOr<Pool2dParams> ReadPool2dParams(const KernelCall& call,
                                               size_t first, bool has_dilation) {
-  auto pair = [&](size_t i, int64_t fallback_h, int64_t fallback_w,
-                  int64_t& h, int64_t& w) {
+  auto pair = [&](size_t i, int64_t fallback_h, int64_t fallback_w, int64_t& h,
+                  int64_t& w) {
     const std::vector<int64_t>* ints =
         i < call.args.size() && call.args[i].kind == KernelArg::Kind::kInts
             ? &call.args[i].ints
@@ -473,7 +486,8 @@ absl::StatusOr<Pool2dParams> ReadPool2dParams(const KernelCall& call,
     } else if (ints && ints->size() >= 2) {
       h = (*ints)[0];
       w = (*ints)[1];
-    } else if (i < call.args.size() && call.args[i].kind == KernelArg::Kind::kInt) {
+    } else if (i < call.args.size() &&
+               call.args[i].kind == KernelArg::Kind::kInt) {
       h = w = call.args[i].int_value;
     } else {
       h = fallback_h;
@@ -514,7 +528,8 @@ void ForEachPlane(const std::array<const TensorView*, N>& views, Fn&& fn) {
 //                         dilation=1, ceil_mode=False) -> (out, indices)
 absl::Status MaxPool2dWithIndicesKernel(const KernelCall& call) {
   const TensorView& in = call.args[0].tensor;
-  if (in.dim() != 3 && in.dim() != 4) return KernelError(call, "expects 3-D or 4-D input");
+  if (in.dim() != 3 && in.dim() != 4)
+    return KernelError(call, "expects 3-D or 4-D input");
   if (call.outputs.size() != 2) return KernelError(call, "expects 2 outputs");
   absl::StatusOr<Pool2dParams> p = ReadPool2dParams(call, 1, true);
   if (!p.ok()) return p.status();
@@ -527,35 +542,39 @@ absl::Status MaxPool2dWithIndicesKernel(const KernelCall& call) {
   const int64_t OH = out.sizes[d - 2], OW = out.sizes[d - 1];
   const int64_t es = in.element_size();
   const int ic = Code(in.dtype), oc = Code(out.dtype), xc = Code(indices.dtype);
-  ForEachPlane<3>({&in, &out, &indices}, [&](const std::array<std::byte*, 3>& b) {
-    for (int64_t oh = 0; oh < OH; ++oh) {
-      for (int64_t ow = 0; ow < OW; ++ow) {
-        double best = -std::numeric_limits<double>::infinity();
-        int64_t best_index = -1;
-        for (int64_t i = 0; i < p->kh; ++i) {
-          const int64_t h = oh * p->sh - p->ph + i * p->dh;
-          if (h < 0 || h >= H) continue;
-          for (int64_t j = 0; j < p->kw; ++j) {
-            const int64_t w = ow * p->sw - p->pw + j * p->dw;
-            if (w < 0 || w >= W) continue;
-            double v = element::LoadAsDouble(
-                ic, b[0] + (h * in.strides[d - 2] + w * in.strides[d - 1]) * es);
-            if (v > best || std::isnan(v) || best_index < 0) {
-              best = v;
-              best_index = h * W + w;
-              if (std::isnan(v)) break;
+  ForEachPlane<3>(
+      {&in, &out, &indices}, [&](const std::array<std::byte*, 3>& b) {
+        for (int64_t oh = 0; oh < OH; ++oh) {
+          for (int64_t ow = 0; ow < OW; ++ow) {
+            double best = -std::numeric_limits<double>::infinity();
+            int64_t best_index = -1;
+            for (int64_t i = 0; i < p->kh; ++i) {
+              const int64_t h = oh * p->sh - p->ph + i * p->dh;
+              if (h < 0 || h >= H) continue;
+              for (int64_t j = 0; j < p->kw; ++j) {
+                const int64_t w = ow * p->sw - p->pw + j * p->dw;
+                if (w < 0 || w >= W) continue;
+                double v = element::LoadAsDouble(
+                    ic, b[0] + (h * in.strides[d - 2] + w * in.strides[d - 1]) *
+                                   es);
+                if (v > best || std::isnan(v) || best_index < 0) {
+                  best = v;
+                  best_index = h * W + w;
+                  if (std::isnan(v)) break;
+                }
+              }
             }
+            const int64_t out_offset =
+                oh * out.strides[d - 2] + ow * out.strides[d - 1];
+            const int64_t index_offset =
+                oh * indices.strides[d - 2] + ow * indices.strides[d - 1];
+            element::StoreDouble(oc, b[1] + out_offset * out.element_size(),
+                                 best);
+            element::StoreInt64(
+                xc, b[2] + index_offset * indices.element_size(), best_index);
           }
         }
-        const int64_t out_offset = oh * out.strides[d - 2] + ow * out.strides[d - 1];
-        const int64_t index_offset =
-            oh * indices.strides[d - 2] + ow * indices.strides[d - 1];
-        element::StoreDouble(oc, b[1] + out_offset * out.element_size(), best);
-        element::StoreInt64(xc, b[2] + index_offset * indices.element_size(),
-                            best_index);
-      }
-    }
-  });
+      });
   return absl::OkStatus();
 }
 
@@ -563,7 +582,8 @@ absl::Status MaxPool2dWithIndicesKernel(const KernelCall& call) {
 //            count_include_pad=True, divisor_override=None)
 absl::Status AvgPool2dKernel(const KernelCall& call) {
   const TensorView& in = call.args[0].tensor;
-  if (in.dim() != 3 && in.dim() != 4) return KernelError(call, "expects 3-D or 4-D input");
+  if (in.dim() != 3 && in.dim() != 4)
+    return KernelError(call, "expects 3-D or 4-D input");
   absl::StatusOr<Pool2dParams> p = ReadPool2dParams(call, 1, false);
   if (!p.ok()) return p.status();
   const bool count_include_pad =
@@ -571,7 +591,8 @@ absl::Status AvgPool2dKernel(const KernelCall& call) {
           ? call.args[5].bool_value
           : true;
   const int64_t divisor_override =
-      call.args.size() > 6 && call.args[6].is_number() ? call.args[6].AsInt() : 0;
+      call.args.size() > 6 && call.args[6].is_number() ? call.args[6].AsInt()
+                                                       : 0;
   const TensorView& out = call.outputs[0];
   if (out.dim() != in.dim()) return KernelError(call, "output rank differs");
   const int64_t d = in.dim();
@@ -595,7 +616,7 @@ absl::Status AvgPool2dKernel(const KernelCall& call) {
             ++count;
           }
         }
-        const double divisor = divisor_override ? divisor_override
+        const double divisor = divisor_override    ? divisor_override
                                : count_include_pad ? padded_count
                                                    : count;
         element::StoreDouble(

@@ -64,7 +64,8 @@ absl::StatusOr<TensorView> SliceView(const KernelCall& call, TensorView t,
 
 absl::StatusOr<TensorView> SelectView(const KernelCall& call, TensorView t,
                                       int64_t dim, int64_t index) {
-  if (t.dim() == 0) return KernelError(call, "cannot select from a 0-dim tensor");
+  if (t.dim() == 0)
+    return KernelError(call, "cannot select from a 0-dim tensor");
   absl::StatusOr<int64_t> d = NormalizeDim(call, dim, t.dim());
   if (!d.ok()) return d.status();
   const int64_t size = t.sizes[*d];
@@ -94,7 +95,8 @@ absl::Status FillScalarKernel(const KernelCall& call) {
   ScalarSlot slot;
   TensorView value = TensorOrScalar(call, 1, slot);
   if (value.dim() != 0)
-    return KernelError(call, "the fill value must be a scalar or a 0-dim tensor");
+    return KernelError(call,
+                       "the fill value must be a scalar or a 0-dim tensor");
   return CopyInto(call, Out(call), value);
 }
 
@@ -177,9 +179,11 @@ absl::Status SelectCopyKernel(const KernelCall& call) {
 absl::Status CatKernel(const KernelCall& call) {
   const TensorView& out = Out(call);
   const std::vector<TensorView>& inputs = call.args[0].tensors;
-  absl::StatusOr<int64_t> dim = NormalizeDim(call, IntArg(call, 1, 0), out.dim());
+  absl::StatusOr<int64_t> dim =
+      NormalizeDim(call, IntArg(call, 1, 0), out.dim());
   if (!dim.ok()) return dim.status();
-  if (out.dim() == 0) return KernelError(call, "cannot concatenate 0-dim tensors");
+  if (out.dim() == 0)
+    return KernelError(call, "cannot concatenate 0-dim tensors");
   int64_t offset = 0;
   for (const TensorView& in : inputs) {
     if (in.dim() == 1 && in.sizes[0] == 0) continue;
@@ -187,9 +191,9 @@ absl::Status CatKernel(const KernelCall& call) {
       return KernelError(call, "inputs must have the output's rank");
     for (int64_t d = 0; d < out.dim(); ++d) {
       if (d != *dim && in.sizes[d] != out.sizes[d])
-        return KernelError(call, absl::StrCat("input ", in.DebugString(),
-                                              " does not fit output ",
-                                              out.DebugString()));
+        return KernelError(
+            call, absl::StrCat("input ", in.DebugString(),
+                               " does not fit output ", out.DebugString()));
     }
     if (offset + in.sizes[*dim] > out.sizes[*dim])
       return KernelError(call, "inputs are longer than the output");
@@ -208,7 +212,8 @@ absl::Status CatKernel(const KernelCall& call) {
 absl::Status StackKernel(const KernelCall& call) {
   const TensorView& out = Out(call);
   const std::vector<TensorView>& inputs = call.args[0].tensors;
-  absl::StatusOr<int64_t> dim = NormalizeDim(call, IntArg(call, 1, 0), out.dim());
+  absl::StatusOr<int64_t> dim =
+      NormalizeDim(call, IntArg(call, 1, 0), out.dim());
   if (!dim.ok()) return dim.status();
   if (static_cast<int64_t>(inputs.size()) != out.sizes[*dim])
     return KernelError(call, "the output's stacked dim differs from the count");
@@ -238,10 +243,11 @@ absl::Status GatherRows(const KernelCall& call, const TensorView& source,
   const int ic = Code(index.dtype);
   const int64_t limit = source.sizes[dim];
   for (int64_t k = 0; k < count; ++k) {
-    int64_t i = element::LoadAsInt64(ic, dense_index.data() + k * index.element_size());
+    int64_t i =
+        element::LoadAsInt64(ic, dense_index.data() + k * index.element_size());
     if (i < -limit || i >= limit) {
-      return KernelError(call, absl::StrCat("index ", i,
-                                            " is out of range for size ", limit));
+      return KernelError(
+          call, absl::StrCat("index ", i, " is out of range for size ", limit));
     }
     absl::StatusOr<TensorView> row = SelectView(call, source, dim, i);
     if (!row.ok()) return row.status();
@@ -283,7 +289,8 @@ absl::Status IndexSelectKernel(const KernelCall& call) {
   const TensorView& self = call.args[0].tensor;
   const TensorView& index = call.args[2].tensor;
   if (self.dim() == 0) return CopyInto(call, Out(call), self);
-  absl::StatusOr<int64_t> dim = NormalizeDim(call, IntArg(call, 1, 0), self.dim());
+  absl::StatusOr<int64_t> dim =
+      NormalizeDim(call, IntArg(call, 1, 0), self.dim());
   if (!dim.ok()) return dim.status();
   if (index.dim() > 1) return KernelError(call, "index must be 0-D or 1-D");
   return GatherRows(call, self, *dim, index, Out(call));

@@ -1,10 +1,10 @@
 #include "runtime/tensor_view.h"
-#include "runtime/absl_compat.h"
 
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "runtime/absl_compat.h"
 #include "runtime/element.h"
 
 namespace ferry {

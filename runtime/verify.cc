@@ -49,11 +49,13 @@ namespace {
 int MaxCudaIndex(const Program& program) {
   int max_index = -1;
   auto spec_device = [&](const TensorSpec& spec) {
-    if (!spec.device.is_host()) max_index = std::max(max_index, spec.device.index);
+    if (!spec.device.is_host())
+      max_index = std::max(max_index, spec.device.index);
   };
   auto scan_method = [&](const Method& method) {
     for (const Arena& arena : method.arenas)
-      if (!arena.device.is_host()) max_index = std::max(max_index, arena.device.index);
+      if (!arena.device.is_host())
+        max_index = std::max(max_index, arena.device.index);
     for (const Node& node : method.nodes) {
       if (node.result == ResultKind::kTensor) spec_device(node.tensor);
       for (const TensorSpec& spec : node.tuple) spec_device(spec);
@@ -76,15 +78,16 @@ absl::StatusOr<ExecutionMode> ChooseMode(const Program& lowered,
   const int gpus = CudaDeviceCount();
   const int needed = MaxCudaIndex(lowered) + 1;
   if (requested == VerifyDevice::kAuto)
-    return gpus > 0 && needed <= gpus ? ExecutionMode::kCuda : ExecutionMode::kSim;
+    return gpus > 0 && needed <= gpus ? ExecutionMode::kCuda
+                                      : ExecutionMode::kSim;
   if (gpus == 0) {
     return absl::FailedPreconditionError(
         "verification on cuda was requested, but no GPU is visible");
   }
   if (needed > gpus) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the program uses cuda:", needed - 1, ", but only ", gpus,
-        " GPU(s) are visible"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("the program uses cuda:", needed - 1, ", but only ", gpus,
+                     " GPU(s) are visible"));
   }
   return ExecutionMode::kCuda;
 }
@@ -102,7 +105,8 @@ OutputComparison Compare(const std::string& method, int index,
   const int ec = static_cast<int>(expected.dtype);
   const int ac = static_cast<int>(actual.dtype);
   const int64_t n = expected.numel();
-  const int64_t ee = ElementSize(expected.dtype), ae = ElementSize(actual.dtype);
+  const int64_t ee = ElementSize(expected.dtype),
+                ae = ElementSize(actual.dtype);
   const bool exact = !IsFloatingPoint(expected.dtype);
   for (int64_t i = 0; i < n; ++i) {
     const std::byte* ep = expected.data.data() + i * ee;
@@ -110,7 +114,8 @@ OutputComparison Compare(const std::string& method, int index,
     double e, a;
     bool same;
     if (exact) {
-      const int64_t ei = element::LoadAsInt64(ec, ep), ai = element::LoadAsInt64(ac, ap);
+      const int64_t ei = element::LoadAsInt64(ec, ep),
+                    ai = element::LoadAsInt64(ac, ap);
       e = static_cast<double>(ei);
       a = static_cast<double>(ai);
       same = ei == ai;
@@ -128,7 +133,8 @@ OutputComparison Compare(const std::string& method, int index,
     if (!std::isnan(e) && !std::isnan(a) && !(std::isinf(e) && e == a)) {
       const double abs_error = std::fabs(a - e);
       c.max_abs_error = std::max(c.max_abs_error, abs_error);
-      if (e != 0) c.max_rel_error = std::max(c.max_rel_error, abs_error / std::fabs(e));
+      if (e != 0)
+        c.max_rel_error = std::max(c.max_rel_error, abs_error / std::fabs(e));
     } else if (!same) {
       c.max_abs_error = std::numeric_limits<double>::infinity();
     }
@@ -164,23 +170,25 @@ std::string VerifyReport::Summary() const {
     absl::StrAppend(&text, "verify on ", device, ": ERROR: ", error, "\n");
   } else if (ok) {
     absl::StrAppend(&text, "verify on ", device, ": OK (", outputs.size(),
-                    outputs.size() == 1 ? " output matches" : " outputs match", ")\n");
+                    outputs.size() == 1 ? " output matches" : " outputs match",
+                    ")\n");
   } else {
     absl::StrAppend(&text, "verify on ", device, ": MISMATCH\n");
   }
   for (const OutputComparison& c : outputs) {
-    absl::StrAppend(&text, "  ", c.method, " output ", c.output_index, " (", c.dtype,
-                    "): ");
+    absl::StrAppend(&text, "  ", c.method, " output ", c.output_index, " (",
+                    c.dtype, "): ");
     if (c.match) {
       absl::StrAppend(&text, "match");
     } else {
-      absl::StrAppend(&text, c.mismatched_elements, " element(s) differ; first at index ",
-                      c.first_mismatch_index, ": expected ", Number(c.expected_value),
-                      ", got ", Number(c.actual_value));
+      absl::StrAppend(
+          &text, c.mismatched_elements, " element(s) differ; first at index ",
+          c.first_mismatch_index, ": expected ", Number(c.expected_value),
+          ", got ", Number(c.actual_value));
     }
-    absl::StrAppend(&text, "; max abs error ", Number(c.max_abs_error), ", max rel error ",
-                    Number(c.max_rel_error), " (atol ", Number(c.atol), ", rtol ",
-                    Number(c.rtol), ")\n");
+    absl::StrAppend(&text, "; max abs error ", Number(c.max_abs_error),
+                    ", max rel error ", Number(c.max_rel_error), " (atol ",
+                    Number(c.atol), ", rtol ", Number(c.rtol), ")\n");
   }
   return text;
 }
@@ -189,15 +197,16 @@ std::string VerifyReport::ToJson() const {
   std::vector<std::string> items;
   for (const OutputComparison& c : outputs) {
     items.push_back(absl::StrCat(
-        "{\"method\":\"", JsonEscape(c.method), "\",\"output_index\":", c.output_index,
-        ",\"dtype\":\"", c.dtype, "\",\"match\":", c.match ? "true" : "false",
+        "{\"method\":\"", JsonEscape(c.method),
+        "\",\"output_index\":", c.output_index, ",\"dtype\":\"", c.dtype,
+        "\",\"match\":", c.match ? "true" : "false",
         ",\"mismatched_elements\":", c.mismatched_elements,
         ",\"first_mismatch_index\":", c.first_mismatch_index,
         ",\"expected_value\":", JsonNumber(c.expected_value),
         ",\"actual_value\":", JsonNumber(c.actual_value),
         ",\"max_abs_error\":", JsonNumber(c.max_abs_error),
-        ",\"max_rel_error\":", JsonNumber(c.max_rel_error), ",\"atol\":", JsonNumber(c.atol),
-        ",\"rtol\":", JsonNumber(c.rtol), "}"));
+        ",\"max_rel_error\":", JsonNumber(c.max_rel_error), ",\"atol\":",
+        JsonNumber(c.atol), ",\"rtol\":", JsonNumber(c.rtol), "}"));
   }
   return absl::StrCat("{\"ok\":", ok ? "true" : "false", ",\"device\":\"",
                       JsonEscape(device), "\",\"error\":\"", JsonEscape(error),
@@ -220,10 +229,11 @@ absl::StatusOr<VerifyReport> VerifyPrograms(const Program& original,
   };
   if (cancelled()) return absl::CancelledError("verification cancelled");
   absl::StatusOr<std::unique_ptr<Executor>> eager =
-      Executor::Load(original, ExecutionMode::kEager);
+      Executor::Load(original, ExecutionMode::kEager, options.seed);
   if (!eager.ok()) return fail("original program: ", eager.status());
   if (cancelled()) return absl::CancelledError("verification cancelled");
-  absl::StatusOr<std::unique_ptr<Executor>> backend = Executor::Load(lowered, *mode);
+  absl::StatusOr<std::unique_ptr<Executor>> backend =
+      Executor::Load(lowered, *mode, options.seed);
   if (!backend.ok()) return fail("", backend.status());
 
   for (const Method& method : original.methods) {
@@ -231,16 +241,19 @@ absl::StatusOr<VerifyReport> VerifyPrograms(const Program& original,
     std::vector<HostTensor> inputs = GenerateUserInputs(method, options.seed);
     absl::StatusOr<std::vector<HostTensor>> expected =
         (*eager)->Run(method.name, inputs, options.keep_going);
-    if (expected.status().code() == absl::StatusCode::kCancelled) return expected.status();
+    if (expected.status().code() == absl::StatusCode::kCancelled)
+      return expected.status();
     if (!expected.ok()) return fail("original program: ", expected.status());
     absl::StatusOr<std::vector<HostTensor>> actual =
         (*backend)->Run(method.name, inputs, options.keep_going);
-    if (actual.status().code() == absl::StatusCode::kCancelled) return actual.status();
+    if (actual.status().code() == absl::StatusCode::kCancelled)
+      return actual.status();
     if (!actual.ok()) return fail("", actual.status());
     if (expected->size() != actual->size()) {
-      return fail("", absl::InvalidArgumentError(absl::StrCat(
-                          "method '", method.name, "' returns ", actual->size(),
-                          " outputs after lowering, ", expected->size(), " before")));
+      return fail(
+          "", absl::InvalidArgumentError(absl::StrCat(
+                  "method '", method.name, "' returns ", actual->size(),
+                  " outputs after lowering, ", expected->size(), " before")));
     }
     for (size_t i = 0; i < expected->size(); ++i) {
       const HostTensor& e = (*expected)[i];
@@ -253,8 +266,9 @@ absl::StatusOr<VerifyReport> VerifyPrograms(const Program& original,
         report.outputs.push_back(c);
         return fail("", absl::InvalidArgumentError(absl::StrCat(
                             "method '", method.name, "' output ", i, " is ",
-                            AsAbsl(DTypeName(a.dtype)), "[", absl::StrJoin(a.sizes, ","),
-                            "] after lowering, ", AsAbsl(DTypeName(e.dtype)), "[",
+                            AsAbsl(DTypeName(a.dtype)), "[",
+                            absl::StrJoin(a.sizes, ","), "] after lowering, ",
+                            AsAbsl(DTypeName(e.dtype)), "[",
                             absl::StrJoin(e.sizes, ","), "] before")));
       }
       report.outputs.push_back(
@@ -262,7 +276,8 @@ absl::StatusOr<VerifyReport> VerifyPrograms(const Program& original,
     }
   }
   report.ok = true;
-  for (const OutputComparison& c : report.outputs) report.ok = report.ok && c.match;
+  for (const OutputComparison& c : report.outputs)
+    report.ok = report.ok && c.match;
   return report;
 }
 

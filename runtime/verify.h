@@ -6,7 +6,8 @@
 // Establishes: each method of `original` runs eagerly (host kernels only,
 // fresh storage per node, delegates' subgraphs on the host) and the same
 // method of `lowered` runs on the chosen backend, both with the same user
-// inputs, generated from `options.seed` (data_gen.h). Every output is
+// inputs, generated from `options.seed` (data_gen.h; the seed also varies
+// the data of constants that carry none). Every output is
 // compared: integers and bools exactly; floats with
 // |actual - expected| <= atol + rtol * |expected| (NaN matches NaN), where
 // atol/rtol depend on the dtype and the backend (Tolerance below) and are
@@ -50,7 +51,7 @@ struct OutputComparison {
 };
 
 struct VerifyReport {
-  bool ok = false;  // every output matches and nothing failed
+  bool ok = false;     // every output matches and nothing failed
   std::string device;  // "sim" or "cuda"
   std::string error;   // runtime error naming the node; empty if none
   std::vector<OutputComparison> outputs;

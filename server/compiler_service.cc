@@ -104,9 +104,12 @@ std::string DeterministicBytes(const google::protobuf::Message& message) {
 
 VerifyDevice DeviceFromProto(v1::VerifyDevice device) {
   switch (device) {
-    case v1::VERIFY_DEVICE_SIM: return VerifyDevice::kSim;
-    case v1::VERIFY_DEVICE_CUDA: return VerifyDevice::kCuda;
-    default: return VerifyDevice::kAuto;
+    case v1::VERIFY_DEVICE_SIM:
+      return VerifyDevice::kSim;
+    case v1::VERIFY_DEVICE_CUDA:
+      return VerifyDevice::kCuda;
+    default:
+      return VerifyDevice::kAuto;
   }
 }
 
@@ -152,23 +155,32 @@ class CompilerService::Call final : public grpc::ServerUnaryReactor {
     context->AddInitialMetadata(kRequestIdHeader, request_id_);
   }
 
-  void OnCancel() override { cancelled_.store(true); }
+  void OnCancel() override {
+    cancelled_.store(true);
+    service_.metrics_.RecordCancellation();
+  }
   void OnDone() override { delete this; }
 
   // Whether anyone still wants this call's result.
   bool Wanted(Clock::time_point now) const {
-    return !cancelled_.load() && now < deadline_ &&
-           !service_.aborting_.load();
+    return !cancelled_.load() && now < deadline_ && !service_.aborting_.load();
   }
   // The status for a call that is no longer wanted, `where` it stopped.
   grpc::Status Unwanted(absl::string_view where) const {
     if (service_.aborting_.load()) return DrainingError();
-    if (cancelled_.load()) return CallCancelledError(where);
-    return CallDeadlineExceededError(where);
+    // gRPC cancels a call whose deadline passed too; a cancellation at (or
+    // within moments of) the deadline is the deadline.
+    constexpr auto kSlack = std::chrono::milliseconds(50);
+    if (!cancelled_.load() || Clock::now() + kSlack >= deadline_) {
+      return CallDeadlineExceededError(where);
+    }
+    return CallCancelledError(where);
   }
 
   void JobStarted() { job_start_ = Clock::now(); }
-  void SetOutcome(absl::string_view outcome) { outcome_ = std::string(outcome); }
+  void SetOutcome(absl::string_view outcome) {
+    outcome_ = std::string(outcome);
+  }
   void SetNodes(int64_t nodes) { nodes_ = nodes; }
 
   void Complete(const grpc::Status& status) {
@@ -180,8 +192,8 @@ class CompilerService::Call final : public grpc::ServerUnaryReactor {
     line.Str("request_id", request_id_)
         .Str("method", method_)
         .Str("code", code)
-        .Str("outcome", outcome_.empty() ? absl::AsciiStrToLower(code)
-                                         : outcome_)
+        .Str("outcome",
+             outcome_.empty() ? absl::AsciiStrToLower(code) : outcome_)
         .Num("duration_ms", MillisBetween(arrival_, now));
     if (job_start_ != Clock::time_point()) {
       line.Num("queue_ms", MillisBetween(arrival_, job_start_));
@@ -310,8 +322,8 @@ bool CompilerService::Admit(Call* call, const v1::LowerRequest& request,
   int64_t nodes = CountNodes(request.program());
   call->SetNodes(nodes);
   if (nodes > options_.max_nodes) {
-    call->Complete(OverLimitError("nodes", nodes, options_.max_nodes,
-                                  "TOO_MANY_NODES"));
+    call->Complete(
+        OverLimitError("nodes", nodes, options_.max_nodes, "TOO_MANY_NODES"));
     return false;
   }
   if (!call->Wanted(Clock::now())) {
@@ -377,9 +389,8 @@ grpc::ServerUnaryReactor* CompilerService::Lower(
   flight->waiters.push_back({call, response});
   bool bypass = Metadata(*context, kCacheControlHeader) == "bypass";
   if (options_.cache_bytes > 0 && !bypass) {
-    std::string key =
-        Sha256Hex({"ferry.v1.Compiler/Lower", kCompilerVersion,
-                   DeterministicBytes(*request)});
+    std::string key = Sha256Hex({"ferry.v1.Compiler/Lower", kCompilerVersion,
+                                 DeterministicBytes(*request)});
     std::unique_lock<std::mutex> lock(flights_mutex_);
     if (ResultCache::Value hit = cache_.Lookup(key)) {
       lock.unlock();
@@ -426,7 +437,8 @@ void CompilerService::RunLowerFlight(LowerFlight& flight) {
   Clock::time_point start = Clock::now();
   {
     std::lock_guard<std::mutex> lock(flight.mutex);
-    for (LowerFlight::Waiter& waiter : flight.waiters) waiter.call->JobStarted();
+    for (LowerFlight::Waiter& waiter : flight.waiters)
+      waiter.call->JobStarted();
   }
   if (options_.before_job_for_testing) options_.before_job_for_testing("Lower");
 
@@ -445,21 +457,21 @@ void CompilerService::RunLowerFlight(LowerFlight& flight) {
     return;
   }
 
-  absl::StatusOr<LowerResult> result = ferry::Lower(*flight.request, keep_going);
+  absl::StatusOr<LowerResult> result =
+      ferry::Lower(*flight.request, keep_going);
   RecordJobTime(Clock::now() - start);
   if (!result.ok()) {
     grpc::Status status =
         result.status().code() == absl::StatusCode::kCancelled
             ? CallCancelledError("between passes")
-            : InternalRpcError(absl::StrCat("lowering failed: ",
-                                         result.status().message()));
+            : InternalRpcError(
+                  absl::StrCat("lowering failed: ", result.status().message()));
     FinishLowerFlight(flight, status, nullptr, nullptr);
     return;
   }
-  if (!result->ok &&
-      std::any_of(result->diagnostics.items().begin(),
-                  result->diagnostics.items().end(),
-                  IsMalformedRequestDiagnostic)) {
+  if (!result->ok && std::any_of(result->diagnostics.items().begin(),
+                                 result->diagnostics.items().end(),
+                                 IsMalformedRequestDiagnostic)) {
     FinishLowerFlight(flight, MalformedProgramError(result->diagnostics),
                       nullptr, nullptr);
     return;
@@ -473,7 +485,8 @@ void CompilerService::RunLowerFlight(LowerFlight& flight) {
   built.set_compiler_version(kCompilerVersion);
   built.set_request_digest(flight.key);
   RecordPasses(built.stats());
-  if (static_cast<int64_t>(built.ByteSizeLong()) > options_.max_response_bytes) {
+  if (static_cast<int64_t>(built.ByteSizeLong()) >
+      options_.max_response_bytes) {
     FinishLowerFlight(
         flight,
         OverLimitError("response_bytes",
@@ -556,11 +569,11 @@ grpc::ServerUnaryReactor* CompilerService::Verify(
              static_cast<int64_t>(request->ByteSizeLong()))) {
     return call;
   }
-  if (request->device() == v1::VERIFY_DEVICE_CUDA &&
-      !options_.cuda_available) {
+  if (request->device() == v1::VERIFY_DEVICE_CUDA && !options_.cuda_available) {
     call->Complete(DeviceUnavailableError(
-        "cuda", "no usable GPU is visible to this server; use "
-                "VERIFY_DEVICE_SIM or a GPU verification endpoint"));
+        "cuda",
+        "no usable GPU is visible to this server; use "
+        "VERIFY_DEVICE_SIM or a GPU verification endpoint"));
     return call;
   }
   Submit(call, [this, call, request, response] {
@@ -573,14 +586,16 @@ void CompilerService::RunVerify(Call* call, const v1::VerifyRequest& request,
                                 v1::VerifyResponse* response) {
   Clock::time_point start = Clock::now();
   call->JobStarted();
-  if (options_.before_job_for_testing) options_.before_job_for_testing("Verify");
+  if (options_.before_job_for_testing)
+    options_.before_job_for_testing("Verify");
   ContinueFn keep_going = [call] { return call->Wanted(Clock::now()); };
   if (!keep_going()) {
     call->Complete(call->Unwanted("while queued"));
     return;
   }
 
-  absl::StatusOr<LowerResult> lowered = ferry::Lower(request.request(), keep_going);
+  absl::StatusOr<LowerResult> lowered =
+      ferry::Lower(request.request(), keep_going);
   if (!lowered.ok()) {
     call->Complete(lowered.status().code() == absl::StatusCode::kCancelled
                        ? call->Unwanted("between passes")
@@ -629,8 +644,8 @@ void CompilerService::RunVerify(Call* call, const v1::VerifyRequest& request,
         return;
       default:
         metrics_.RecordVerification("none", "error");
-        call->Complete(InternalRpcError(absl::StrCat(
-            "verification failed: ", report.status().message())));
+        call->Complete(InternalRpcError(
+            absl::StrCat("verification failed: ", report.status().message())));
         return;
     }
   }

@@ -21,9 +21,9 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "ferry/v1/compiler.grpc.pb.h"
 #include "server/executor.h"
 #include "server/metrics.h"

@@ -144,7 +144,8 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
 
 }  // namespace
 
-absl::StatusOr<std::chrono::milliseconds> ParseDuration(absl::string_view text) {
+absl::StatusOr<std::chrono::milliseconds> ParseDuration(
+    absl::string_view text) {
   text = absl::StripAsciiWhitespace(text);
   struct Unit {
     const char* suffix;
@@ -174,11 +175,14 @@ absl::StatusOr<int64_t> ParseByteSize(absl::string_view text) {
     const char* suffix;
     int64_t bytes;
   };
-  static constexpr Unit kUnits[] = {
-      {"KiB", int64_t{1} << 10}, {"MiB", int64_t{1} << 20},
-      {"GiB", int64_t{1} << 30}, {"kB", 1'000},
-      {"KB", 1'000},             {"MB", 1'000'000},
-      {"GB", 1'000'000'000},     {"B", 1}};
+  static constexpr Unit kUnits[] = {{"KiB", int64_t{1} << 10},
+                                    {"MiB", int64_t{1} << 20},
+                                    {"GiB", int64_t{1} << 30},
+                                    {"kB", 1'000},
+                                    {"KB", 1'000},
+                                    {"MB", 1'000'000},
+                                    {"GB", 1'000'000'000},
+                                    {"B", 1}};
   int64_t scale = 1;
   for (const Unit& unit : kUnits) {
     if (absl::ConsumeSuffix(&text, unit.suffix)) {

@@ -10,11 +10,11 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace ferry {
 
@@ -62,7 +62,8 @@ struct CommandLine {
 // Parses `--key=value` / `--key value` flags. `--config FILE` is read first
 // wherever it appears; flags then override its values. InvalidArgument for
 // an unknown key or a malformed value, naming the key.
-absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& args);
+absl::StatusOr<CommandLine> ParseCommandLine(
+    const std::vector<std::string>& args);
 
 // Reads `key = value` lines into `config`.
 absl::Status ApplyConfigText(absl::string_view text, absl::string_view origin,

@@ -14,7 +14,8 @@ std::string Sha256Hex(const std::vector<absl::string_view>& parts) {
   for (absl::string_view part : parts) {
     unsigned char length[8];
     uint64_t size = part.size();
-    for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>(size >> (8 * i));
+    for (int i = 0; i < 8; ++i)
+      length[i] = static_cast<unsigned char>(size >> (8 * i));
     EVP_DigestUpdate(context.get(), length, sizeof(length));
     EVP_DigestUpdate(context.get(), part.data(), part.size());
   }

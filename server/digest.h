@@ -3,8 +3,9 @@
 #define FERRY_SERVER_DIGEST_H_
 
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
+
+#include "absl/strings/string_view.h"
 
 namespace ferry {
 

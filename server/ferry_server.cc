@@ -133,9 +133,9 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(
 
   server->executor_ =
       std::make_unique<BoundedExecutor>(config.workers, config.queue_depth);
-  server->service_ = std::make_unique<CompilerService>(
-      std::move(options), *server->executor_, *server->metrics_,
-      *server->logger_);
+  server->service_ =
+      std::make_unique<CompilerService>(std::move(options), *server->executor_,
+                                        *server->metrics_, *server->logger_);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -158,8 +158,8 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(
     host = config.listen.substr(0, config.listen.rfind(':'));
   }
   bool v6 = host.find(':') != std::string::npos;
-  server->address_ = v6 ? absl::StrCat("[", host, "]:", port)
-                        : absl::StrCat(host, ":", port);
+  server->address_ =
+      v6 ? absl::StrCat("[", host, "]:", port) : absl::StrCat(host, ":", port);
 
   grpc::HealthCheckServiceInterface* health =
       server->server_->GetHealthCheckService();
@@ -205,8 +205,10 @@ void FerryServer::Drain(std::chrono::milliseconds grace) {
   if (drained_ || server_ == nullptr) return;
   drained_ = true;
   auto start = std::chrono::steady_clock::now();
-  logger_->Write(LogLine("drain").Int("grace_ms", grace.count()).Int(
-      "in_flight", executor_->queued() + executor_->running()));
+  logger_->Write(
+      LogLine("drain")
+          .Int("grace_ms", grace.count())
+          .Int("in_flight", executor_->queued() + executor_->running()));
   // 1. Readiness fails everywhere, so endpoints stop sending new work.
   server_->GetHealthCheckService()->Shutdown();
   // 2. New calls are refused; accepted work continues.

@@ -77,6 +77,11 @@ void ServiceMetrics::RecordVerification(absl::string_view device,
   ++verifications_[{std::string(device), std::string(result)}];
 }
 
+void ServiceMetrics::RecordCancellation() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++cancellations_;
+}
+
 int64_t ServiceMetrics::RequestCount(absl::string_view method,
                                      absl::string_view code) const {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -97,8 +102,8 @@ void ServiceMetrics::RenderHistogram(
     }
     absl::StrAppend(&out, name, "_bucket{", labels, ",le=\"+Inf\"} ",
                     histogram.count, "\n", name, "_sum{", labels, "} ",
-                    Number(histogram.sum), "\n", name, "_count{", labels,
-                    "} ", histogram.count, "\n");
+                    Number(histogram.sum), "\n", name, "_count{", labels, "} ",
+                    histogram.count, "\n");
   }
 }
 
@@ -114,8 +119,8 @@ std::string ServiceMetrics::Render(const Gauges& gauges) const {
          "Finished RPCs by method and gRPC status code.");
   for (const auto& [key, count] : requests_) {
     absl::StrAppend(&out, "ferry_requests_total{method=\"",
-                    LabelValue(key.first), "\",code=\"",
-                    LabelValue(key.second), "\"} ", count, "\n");
+                    LabelValue(key.first), "\",code=\"", LabelValue(key.second),
+                    "\"} ", count, "\n");
   }
   Header(out, "ferry_request_duration_seconds", "histogram",
          "RPC latency, from arrival to response (queueing included).");
@@ -140,8 +145,7 @@ std::string ServiceMetrics::Render(const Gauges& gauges) const {
                   cache_misses_, "\n");
   Header(out, "ferry_cache_deduplicated_total", "counter",
          "Requests answered by an identical request computed concurrently.");
-  absl::StrAppend(&out, "ferry_cache_deduplicated_total ", deduplicated_,
-                  "\n");
+  absl::StrAppend(&out, "ferry_cache_deduplicated_total ", deduplicated_, "\n");
   Gauge(out, "ferry_cache_bytes", "Bytes held by the result cache.",
         gauges.cache_bytes);
   Gauge(out, "ferry_cache_entries", "Entries in the result cache.",
@@ -158,6 +162,9 @@ std::string ServiceMetrics::Render(const Gauges& gauges) const {
                     LabelValue(key.first), "\",result=\"",
                     LabelValue(key.second), "\"} ", count, "\n");
   }
+  Header(out, "ferry_cancellations_total", "counter",
+         "Calls cancelled by their caller or their deadline mid-call.");
+  absl::StrAppend(&out, "ferry_cancellations_total ", cancellations_, "\n");
   Gauge(out, "ferry_draining", "1 once the server is draining (SIGTERM).",
         gauges.draining ? 1 : 0);
   return out;

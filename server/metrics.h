@@ -11,6 +11,8 @@
 //   ferry_cache_bytes, ferry_cache_entries      gauges
 //   ferry_cache_evictions_total                 counter
 //   ferry_verifications_total{device,result}    counter (match|mismatch|error)
+//   ferry_cancellations_total                   counter (callers that went
+//                                               away or timed out mid-call)
 //   ferry_draining                              gauge (1 after SIGTERM)
 //   ferry_build_info{version,api_version}       gauge (always 1)
 //
@@ -24,8 +26,9 @@
 #include <map>
 #include <mutex>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
+
+#include "absl/strings/string_view.h"
 
 namespace ferry {
 
@@ -50,6 +53,8 @@ class ServiceMetrics {
   void RecordDeduplicated();
   // result: "match", "mismatch" or "error".
   void RecordVerification(absl::string_view device, absl::string_view result);
+  // gRPC reported the call cancelled (by its caller or its deadline).
+  void RecordCancellation();
 
   std::string Render(const Gauges& gauges) const;
 
@@ -77,6 +82,7 @@ class ServiceMetrics {
   int64_t cache_hits_ = 0;
   int64_t cache_misses_ = 0;
   int64_t deduplicated_ = 0;
+  int64_t cancellations_ = 0;
   std::map<std::pair<std::string, std::string>, int64_t> verifications_;
 };
 

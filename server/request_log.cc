@@ -18,7 +18,8 @@ LogLine::LogLine(absl::string_view event) {
 
 LogLine& LogLine::Str(absl::string_view key, absl::string_view value) {
   absl::StrAppend(&fields_, fields_.empty() ? "" : ",", "\"", key, "\":\"",
-                  JsonEscape(std::string_view(value.data(), value.size())), "\"");
+                  JsonEscape(std::string_view(value.data(), value.size())),
+                  "\"");
   return *this;
 }
 

@@ -10,9 +10,10 @@
 #include <functional>
 #include <mutex>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <utility>
 #include <vector>
+
+#include "absl/strings/string_view.h"
 
 namespace ferry {
 

@@ -20,7 +20,8 @@ ResultCache::Value ResultCache::Lookup(const std::string& key) {
 }
 
 void ResultCache::Insert(const std::string& key, Value value, int64_t bytes) {
-  int64_t charged = bytes + static_cast<int64_t>(key.size()) + kEntryOverheadBytes;
+  int64_t charged =
+      bytes + static_cast<int64_t>(key.size()) + kEntryOverheadBytes;
   if (charged > capacity_bytes_) return;
   std::lock_guard<std::mutex> lock(mutex_);
   if (auto found = index_.find(key); found != index_.end()) {

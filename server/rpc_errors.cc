@@ -11,7 +11,8 @@ namespace {
 // Builds the google.rpc.Status and packs it into a grpc::Status.
 class RichStatus {
  public:
-  RichStatus(grpc::StatusCode code, std::string message, absl::string_view reason) {
+  RichStatus(grpc::StatusCode code, std::string message,
+             absl::string_view reason) {
     status_.set_code(code);
     status_.set_message(std::move(message));
     google::rpc::ErrorInfo info;
@@ -70,7 +71,8 @@ grpc::Status MalformedProgramError(const Diagnostics& diagnostics) {
         bad_request.add_field_violations();
     violation->set_field(FieldPath(diagnostic));
     violation->set_reason(diagnostic.code);
-    std::string description = absl::StrCat(diagnostic.code, ": ", diagnostic.message);
+    std::string description =
+        absl::StrCat(diagnostic.code, ": ", diagnostic.message);
     if (!diagnostic.hint.empty()) {
       absl::StrAppend(&description, " (hint: ", diagnostic.hint, ")");
     }
@@ -78,10 +80,10 @@ grpc::Status MalformedProgramError(const Diagnostics& diagnostics) {
     violation->set_description(std::move(description));
   }
   int count = bad_request.field_violations_size();
-  std::string message =
-      count == 1 ? absl::StrCat("malformed program: ", first)
-                 : absl::StrCat("malformed program: ", count,
-                                " violations; first: ", first);
+  std::string message = count == 1
+                            ? absl::StrCat("malformed program: ", first)
+                            : absl::StrCat("malformed program: ", count,
+                                           " violations; first: ", first);
   return RichStatus(grpc::StatusCode::INVALID_ARGUMENT, std::move(message),
                     "MALFORMED_PROGRAM")
       .Add(bad_request)
@@ -124,11 +126,11 @@ grpc::Status QueueFullError(int queue_depth,
   retry.mutable_retry_delay()->set_seconds(retry_after.count() / 1000);
   retry.mutable_retry_delay()->set_nanos(
       static_cast<int32_t>((retry_after.count() % 1000) * 1'000'000));
-  return RichStatus(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                    absl::StrCat("work queue full (", queue_depth,
-                                 " waiting); retry after ",
-                                 retry_after.count(), "ms"),
-                    "QUEUE_FULL")
+  return RichStatus(
+             grpc::StatusCode::RESOURCE_EXHAUSTED,
+             absl::StrCat("work queue full (", queue_depth,
+                          " waiting); retry after ", retry_after.count(), "ms"),
+             "QUEUE_FULL")
       .Add(retry)
       .Build();
 }
@@ -183,24 +185,42 @@ grpc::Status InternalRpcError(absl::string_view message) {
 
 absl::string_view StatusCodeName(grpc::StatusCode code) {
   switch (code) {
-    case grpc::StatusCode::OK: return "OK";
-    case grpc::StatusCode::CANCELLED: return "CANCELLED";
-    case grpc::StatusCode::UNKNOWN: return "UNKNOWN";
-    case grpc::StatusCode::INVALID_ARGUMENT: return "INVALID_ARGUMENT";
-    case grpc::StatusCode::DEADLINE_EXCEEDED: return "DEADLINE_EXCEEDED";
-    case grpc::StatusCode::NOT_FOUND: return "NOT_FOUND";
-    case grpc::StatusCode::ALREADY_EXISTS: return "ALREADY_EXISTS";
-    case grpc::StatusCode::PERMISSION_DENIED: return "PERMISSION_DENIED";
-    case grpc::StatusCode::UNAUTHENTICATED: return "UNAUTHENTICATED";
-    case grpc::StatusCode::RESOURCE_EXHAUSTED: return "RESOURCE_EXHAUSTED";
-    case grpc::StatusCode::FAILED_PRECONDITION: return "FAILED_PRECONDITION";
-    case grpc::StatusCode::ABORTED: return "ABORTED";
-    case grpc::StatusCode::OUT_OF_RANGE: return "OUT_OF_RANGE";
-    case grpc::StatusCode::UNIMPLEMENTED: return "UNIMPLEMENTED";
-    case grpc::StatusCode::INTERNAL: return "INTERNAL";
-    case grpc::StatusCode::UNAVAILABLE: return "UNAVAILABLE";
-    case grpc::StatusCode::DATA_LOSS: return "DATA_LOSS";
-    default: return "UNKNOWN";
+    case grpc::StatusCode::OK:
+      return "OK";
+    case grpc::StatusCode::CANCELLED:
+      return "CANCELLED";
+    case grpc::StatusCode::UNKNOWN:
+      return "UNKNOWN";
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      return "INVALID_ARGUMENT";
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return "DEADLINE_EXCEEDED";
+    case grpc::StatusCode::NOT_FOUND:
+      return "NOT_FOUND";
+    case grpc::StatusCode::ALREADY_EXISTS:
+      return "ALREADY_EXISTS";
+    case grpc::StatusCode::PERMISSION_DENIED:
+      return "PERMISSION_DENIED";
+    case grpc::StatusCode::UNAUTHENTICATED:
+      return "UNAUTHENTICATED";
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return "RESOURCE_EXHAUSTED";
+    case grpc::StatusCode::FAILED_PRECONDITION:
+      return "FAILED_PRECONDITION";
+    case grpc::StatusCode::ABORTED:
+      return "ABORTED";
+    case grpc::StatusCode::OUT_OF_RANGE:
+      return "OUT_OF_RANGE";
+    case grpc::StatusCode::UNIMPLEMENTED:
+      return "UNIMPLEMENTED";
+    case grpc::StatusCode::INTERNAL:
+      return "INTERNAL";
+    case grpc::StatusCode::UNAVAILABLE:
+      return "UNAVAILABLE";
+    case grpc::StatusCode::DATA_LOSS:
+      return "DATA_LOSS";
+    default:
+      return "UNKNOWN";
   }
 }
 

@@ -7,13 +7,13 @@
 #ifndef FERRY_SERVER_RPC_ERRORS_H_
 #define FERRY_SERVER_RPC_ERRORS_H_
 
+#include <grpcpp/support/status.h>
+
 #include <chrono>
 #include <cstdint>
 #include <string>
+
 #include "absl/strings/string_view.h"
-
-#include <grpcpp/support/status.h>
-
 #include "passes/diagnostics.h"
 
 namespace ferry {
@@ -41,7 +41,8 @@ grpc::Status OverLimitError(absl::string_view subject, int64_t value,
                             int64_t limit, absl::string_view reason);
 
 // RESOURCE_EXHAUSTED + RetryInfo: the work queue is full.
-grpc::Status QueueFullError(int queue_depth, std::chrono::milliseconds retry_after);
+grpc::Status QueueFullError(int queue_depth,
+                            std::chrono::milliseconds retry_after);
 
 // FAILED_PRECONDITION + PreconditionFailure{type "DEVICE"}.
 grpc::Status DeviceUnavailableError(absl::string_view device,

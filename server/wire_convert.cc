@@ -9,18 +9,24 @@ namespace {
 
 v1::Severity SeverityToProto(Severity severity) {
   switch (severity) {
-    case Severity::kNote: return v1::NOTE;
-    case Severity::kWarning: return v1::WARNING;
-    case Severity::kError: return v1::ERROR;
+    case Severity::kNote:
+      return v1::NOTE;
+    case Severity::kWarning:
+      return v1::WARNING;
+    case Severity::kError:
+      return v1::ERROR;
   }
   return v1::SEVERITY_UNSPECIFIED;
 }
 
 Severity SeverityFromProto(v1::Severity severity) {
   switch (severity) {
-    case v1::NOTE: return Severity::kNote;
-    case v1::WARNING: return Severity::kWarning;
-    default: return Severity::kError;
+    case v1::NOTE:
+      return Severity::kNote;
+    case v1::WARNING:
+      return Severity::kWarning;
+    default:
+      return Severity::kError;
   }
 }
 
@@ -108,7 +114,8 @@ LowerStats StatsFromProto(const v1::LowerStats& stats) {
 
 int64_t CountNodes(const v1::Program& program) {
   int64_t nodes = 0;
-  for (const v1::Method& method : program.methods()) nodes += method.nodes_size();
+  for (const v1::Method& method : program.methods())
+    nodes += method.nodes_size();
   for (const v1::LoweredModule& module : program.modules()) {
     nodes += module.graph().nodes_size();
   }

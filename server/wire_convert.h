@@ -12,8 +12,9 @@
 
 namespace ferry {
 
-void DiagnosticsToProto(const Diagnostics& diagnostics,
-                        google::protobuf::RepeatedPtrField<v1::Diagnostic>* out);
+void DiagnosticsToProto(
+    const Diagnostics& diagnostics,
+    google::protobuf::RepeatedPtrField<v1::Diagnostic>* out);
 Diagnostics DiagnosticsFromProto(
     const google::protobuf::RepeatedPtrField<v1::Diagnostic>& diagnostics);
 

@@ -30,7 +30,8 @@ absl::StatusOr<std::string> ReadFile(const std::string& path,
                                      absl::string_view what) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    return absl::NotFoundError(absl::StrCat("cannot read ", what, " '", path, "'"));
+    return absl::NotFoundError(
+        absl::StrCat("cannot read ", what, " '", path, "'"));
   }
   std::stringstream text;
   text << in.rdbuf();
@@ -71,7 +72,8 @@ struct Channel {
   }
 
   SystemClock::time_point Deadline(const CallOptions& call) const {
-    return SystemClock::now() + call.deadline.value_or(options.default_deadline);
+    return SystemClock::now() +
+           call.deadline.value_or(options.default_deadline);
   }
 
   // The pause before retry `attempt` (1-based count of attempts made), with
@@ -80,11 +82,13 @@ struct Channel {
   std::optional<std::chrono::milliseconds> RetryPause(
       const grpc::Status& status, int attempt,
       SystemClock::time_point deadline) const {
-    if (status.error_code() != grpc::StatusCode::UNAVAILABLE) return std::nullopt;
+    if (status.error_code() != grpc::StatusCode::UNAVAILABLE)
+      return std::nullopt;
     if (attempt >= options.retry.max_attempts) return std::nullopt;
     double backoff = static_cast<double>(options.retry.initial_backoff.count());
     for (int i = 1; i < attempt; ++i) backoff *= options.retry.multiplier;
-    backoff = std::min(backoff, static_cast<double>(options.retry.max_backoff.count()));
+    backoff = std::min(backoff,
+                       static_cast<double>(options.retry.max_backoff.count()));
     thread_local std::minstd_rand random(std::random_device{}());
     std::uniform_real_distribution<double> jitter(0.8, 1.2);
     auto pause = std::chrono::milliseconds(
@@ -99,10 +103,9 @@ using SyncMethod = std::function<grpc::Status(
     v1::Compiler::Stub&, grpc::ClientContext*, const Request&, Response*)>;
 
 template <typename Request, typename Response>
-using AsyncMethod = std::function<void(v1::Compiler::Stub&,
-                                       grpc::ClientContext*, const Request*,
-                                       Response*,
-                                       std::function<void(grpc::Status)>)>;
+using AsyncMethod = std::function<void(
+    v1::Compiler::Stub&, grpc::ClientContext*, const Request*, Response*,
+    std::function<void(grpc::Status)>)>;
 
 template <typename Request, typename Response>
 absl::StatusOr<Response> CallWithRetries(
@@ -364,8 +367,7 @@ class ClientImpl final : public Client {
                                         Callback<Response> done,
                                         const CallOptions& call) {
     auto state = std::make_shared<AsyncCallState<Request, Response>>(
-        channel_, std::move(method), std::move(request), std::move(done),
-        call);
+        channel_, std::move(method), std::move(request), std::move(done), call);
     state->StartAttempt();
     return state;
   }
@@ -425,7 +427,8 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
 
   std::string token = options.bearer_token;
   if (!options.token_file.empty()) {
-    absl::StatusOr<std::string> text = ReadFile(options.token_file, "token file");
+    absl::StatusOr<std::string> text =
+        ReadFile(options.token_file, "token file");
     if (!text.ok()) return text.status();
     token = std::string(absl::StripAsciiWhitespace(*text));
     if (token.empty()) {

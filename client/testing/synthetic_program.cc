@@ -57,9 +57,15 @@ v1::LowerRequest SyntheticChainRequest(int64_t nodes, int variant,
     for (int op = 0; op + 1 < group_size; ++op) {
       std::string name = "n" + std::to_string(g) + "_" + std::to_string(op);
       switch (op % 3) {
-        case 0: AddCall(method, name, "aten::add.Tensor", {h, "b"}, tag); break;
-        case 1: AddCall(method, name, "aten::mul.Tensor", {h, "a"}, tag); break;
-        default: AddCall(method, name, "aten::relu", {h}, tag); break;
+        case 0:
+          AddCall(method, name, "aten::add.Tensor", {h, "b"}, tag);
+          break;
+        case 1:
+          AddCall(method, name, "aten::mul.Tensor", {h, "a"}, tag);
+          break;
+        default:
+          AddCall(method, name, "aten::relu", {h}, tag);
+          break;
       }
       h = name;
     }

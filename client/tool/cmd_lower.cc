@@ -1,6 +1,7 @@
 // ferry lower FILE: run the lowering pipeline.
 #include <cstdio>
 
+#include "client/tool/remote.h"
 #include "client/tool/tool_common.h"
 #include "passes/pipeline.h"
 
@@ -19,7 +20,7 @@ std::string LowerUsage() {
          "stderr.\n"
          "Exit 0 when it lowers (warnings allowed), 1 on errors, 2 on usage "
          "or\nunreadable input.\n\n" +
-         LoweringFlagsHelp();
+         LoweringFlagsHelp() + "\n" + RemoteFlagsHelp();
 }
 
 }  // namespace
@@ -27,6 +28,7 @@ std::string LowerUsage() {
 int RunLower(const Args& args) {
   std::string file, format, out, report = "text";
   v1::LowerOptions overrides;
+  RemoteOptions remote;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
     std::string value, error;
@@ -41,6 +43,11 @@ int RunLower(const Args& args) {
       format = value;
     } else if (ParseFlag(arg, "--report", &value)) {
       report = value;
+    } else if (ParseRemoteFlag(args, &i, &remote, &error)) {
+      if (!error.empty()) {
+        std::fprintf(stderr, "ferry lower: %s\n", error.c_str());
+        return kExitUsage;
+      }
     } else if (ApplyLoweringFlag(arg, &overrides, &error)) {
       if (!error.empty()) {
         std::fprintf(stderr, "ferry lower: %s\n", error.c_str());
@@ -65,6 +72,7 @@ int RunLower(const Args& args) {
   bool bare = false;
   if (!LoadRequest(file, format, &request, &bare)) return kExitUsage;
   request.mutable_options()->MergeFrom(overrides);
+  if (remote.enabled()) return RemoteLower(remote, request, file, out, report);
 
   absl::StatusOr<LowerResult> result = Lower(request);
   if (!result.ok()) {

@@ -1,11 +1,12 @@
 // ferry verify FILE: lower FILE, execute the result on a backend and compare
 // it with eager host execution of the original program (runtime/verify.h).
 // With --original ORIG, FILE is an already-lowered program and ORIG the
-// program it came from.
+// program it came from. With --server ADDR a ferryd lowers and verifies.
 #include <cstdio>
 #include <string>
 
 #include "absl/strings/numbers.h"
+#include "client/tool/remote.h"
 #include "client/tool/tool_common.h"
 #include "ferry/v1/program.pb.h"
 #include "passes/diagnostics.h"
@@ -21,7 +22,7 @@ std::string VerifyUsage() {
   return "usage: ferry verify [--device=auto|sim|cuda] [--seed N] "
          "[--report=text|json]\n"
          "                    [--format=text|binary|json] [--original ORIG] "
-         "[lowering options] FILE\n"
+         "[lowering options] [--server ADDR ...] FILE\n"
          "Lowers FILE (a LowerRequest, or a bare Program with default "
          "options), runs the\n"
          "result on the device (auto: cuda where a GPU is visible, else sim) "
@@ -36,7 +37,7 @@ std::string VerifyUsage() {
          "a compile\n"
          "error, 2 on usage or unreadable input, 3 when the device is not "
          "available.\n\n" +
-         LoweringFlagsHelp();
+         LoweringFlagsHelp() + "\n" + RemoteFlagsHelp();
 }
 
 // Imports and validates a wire program; prints the diagnostics on failure.
@@ -58,23 +59,27 @@ int RunVerify(const Args& args) {
   std::string file, original_file, format, report = "text", device = "auto";
   uint64_t seed = 0;
   v1::LowerOptions overrides;
+  RemoteOptions remote;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
     std::string value, error;
     if (arg == "--help" || arg == "-h") {
       std::fputs(VerifyUsage().c_str(), stdout);
       return kExitOk;
-    } else if ((arg == "--seed" || arg == "--original") && i + 1 < args.size()) {
+    } else if ((arg == "--seed" || arg == "--original") &&
+               i + 1 < args.size()) {
       value = args[++i];
       if (arg == "--original") {
         original_file = value;
       } else if (!absl::SimpleAtoi(value, &seed)) {
-        std::fprintf(stderr, "ferry verify: --seed needs an unsigned integer\n");
+        std::fprintf(stderr,
+                     "ferry verify: --seed needs an unsigned integer\n");
         return kExitUsage;
       }
     } else if (ParseFlag(arg, "--seed", &value)) {
       if (!absl::SimpleAtoi(value, &seed)) {
-        std::fprintf(stderr, "ferry verify: --seed needs an unsigned integer\n");
+        std::fprintf(stderr,
+                     "ferry verify: --seed needs an unsigned integer\n");
         return kExitUsage;
       }
     } else if (ParseFlag(arg, "--original", &value) && !value.empty()) {
@@ -85,6 +90,16 @@ int RunVerify(const Args& args) {
       format = value;
     } else if (ParseFlag(arg, "--report", &value)) {
       report = value;
+    } else if (ParseRemoteFlag(args, &i, &remote, &error)) {
+      if (!error.empty()) {
+        std::fprintf(stderr, "ferry verify: %s\n", error.c_str());
+        return kExitUsage;
+      }
+    } else if (ParseRemoteFlag(args, &i, &remote, &error)) {
+      if (!error.empty()) {
+        std::fprintf(stderr, "ferry verify: %s\n", error.c_str());
+        return kExitUsage;
+      }
     } else if (ApplyLoweringFlag(arg, &overrides, &error)) {
       if (!error.empty()) {
         std::fprintf(stderr, "ferry verify: %s\n", error.c_str());
@@ -110,7 +125,8 @@ int RunVerify(const Args& args) {
   } else if (device == "cuda") {
     options.device = VerifyDevice::kCuda;
   } else {
-    std::fprintf(stderr, "ferry verify: unknown --device '%s' (auto, sim, cuda)\n",
+    std::fprintf(stderr,
+                 "ferry verify: unknown --device '%s' (auto, sim, cuda)\n",
                  device.c_str());
     return kExitUsage;
   }
@@ -118,10 +134,32 @@ int RunVerify(const Args& args) {
     std::fputs(VerifyUsage().c_str(), stderr);
     return kExitUsage;
   }
+  if (remote.enabled() && !original_file.empty()) {
+    std::fprintf(
+        stderr,
+        "ferry verify: --original runs in-process only (no --server)\n");
+    return kExitUsage;
+  }
 
   v1::LowerRequest request;
   bool bare = false;
   if (!LoadRequest(file, format, &request, &bare)) return kExitUsage;
+
+  if (remote.enabled()) {
+    if (!original_file.empty()) {
+      std::fprintf(stderr,
+                   "ferry verify: --original is not supported with "
+                   "--server\n");
+      return kExitUsage;
+    }
+    request.mutable_options()->MergeFrom(overrides);
+    return RemoteVerify(remote, request, file, device, seed, report);
+  }
+
+  if (remote.enabled()) {
+    request.mutable_options()->MergeFrom(overrides);
+    return RemoteVerify(remote, request, file, device, seed, report);
+  }
 
   Program original, lowered;
   if (!original_file.empty()) {
@@ -148,7 +186,8 @@ int RunVerify(const Args& args) {
     lowered = std::move(result->program);
   }
 
-  absl::StatusOr<VerifyReport> verified = VerifyPrograms(original, lowered, options);
+  absl::StatusOr<VerifyReport> verified =
+      VerifyPrograms(original, lowered, options);
   if (!verified.ok()) {
     std::fprintf(stderr, "ferry verify: %s\n",
                  std::string(verified.status().message()).c_str());

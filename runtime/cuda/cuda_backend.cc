@@ -45,12 +45,15 @@ absl::Status CudaError(int index, absl::string_view what, cudaError_t error) {
                                           cudaGetErrorString(error)));
 }
 
-absl::Status BlasError(int index, absl::string_view what, cublasStatus_t status) {
-  return absl::InternalError(absl::StrCat("cuda:", index, ": ", what, ": cuBLAS status ",
+absl::Status BlasError(int index, absl::string_view what,
+                       cublasStatus_t status) {
+  return absl::InternalError(absl::StrCat("cuda:", index, ": ", what,
+                                          ": cuBLAS status ",
                                           static_cast<int>(status)));
 }
 
-// --- TensorView -> kernel operands ---------------------------------------------
+// --- TensorView -> kernel operands
+// ---------------------------------------------
 
 bool FitsKernels(const TensorView& t) { return t.dim() <= kMaxDims; }
 
@@ -96,7 +99,8 @@ Operand OperandOf(const KernelArg& arg, const Shape& shape) {
 
 bool IsFloat(const Operand& op) { return element::IsFloatCode(op.dtype); }
 
-// --- Operator tables -------------------------------------------------------------
+// --- Operator tables
+// -------------------------------------------------------------
 
 struct Named {
   std::string_view op;
@@ -104,20 +108,33 @@ struct Named {
 };
 
 constexpr Named kUnary[] = {
-    {"aten::relu", ElementwiseOp::kRelu},       {"aten::relu_", ElementwiseOp::kRelu},
-    {"aten::neg", ElementwiseOp::kNeg},         {"aten::neg_", ElementwiseOp::kNeg},
-    {"aten::abs", ElementwiseOp::kAbs},         {"aten::abs_", ElementwiseOp::kAbs},
-    {"aten::sin", ElementwiseOp::kSin},         {"aten::sin_", ElementwiseOp::kSin},
-    {"aten::cos", ElementwiseOp::kCos},         {"aten::tan", ElementwiseOp::kTan},
-    {"aten::exp", ElementwiseOp::kExp},         {"aten::exp_", ElementwiseOp::kExp},
-    {"aten::log", ElementwiseOp::kLog},         {"aten::sqrt", ElementwiseOp::kSqrt},
-    {"aten::rsqrt", ElementwiseOp::kRsqrt},     {"aten::tanh", ElementwiseOp::kTanh},
-    {"aten::tanh_", ElementwiseOp::kTanh},      {"aten::sigmoid", ElementwiseOp::kSigmoid},
-    {"aten::sigmoid_", ElementwiseOp::kSigmoid}, {"aten::silu", ElementwiseOp::kSilu},
-    {"aten::silu_", ElementwiseOp::kSilu},      {"aten::erf", ElementwiseOp::kErf},
+    {"aten::relu", ElementwiseOp::kRelu},
+    {"aten::relu_", ElementwiseOp::kRelu},
+    {"aten::neg", ElementwiseOp::kNeg},
+    {"aten::neg_", ElementwiseOp::kNeg},
+    {"aten::abs", ElementwiseOp::kAbs},
+    {"aten::abs_", ElementwiseOp::kAbs},
+    {"aten::sin", ElementwiseOp::kSin},
+    {"aten::sin_", ElementwiseOp::kSin},
+    {"aten::cos", ElementwiseOp::kCos},
+    {"aten::tan", ElementwiseOp::kTan},
+    {"aten::exp", ElementwiseOp::kExp},
+    {"aten::exp_", ElementwiseOp::kExp},
+    {"aten::log", ElementwiseOp::kLog},
+    {"aten::sqrt", ElementwiseOp::kSqrt},
+    {"aten::rsqrt", ElementwiseOp::kRsqrt},
+    {"aten::tanh", ElementwiseOp::kTanh},
+    {"aten::tanh_", ElementwiseOp::kTanh},
+    {"aten::sigmoid", ElementwiseOp::kSigmoid},
+    {"aten::sigmoid_", ElementwiseOp::kSigmoid},
+    {"aten::silu", ElementwiseOp::kSilu},
+    {"aten::silu_", ElementwiseOp::kSilu},
+    {"aten::erf", ElementwiseOp::kErf},
     {"aten::reciprocal", ElementwiseOp::kReciprocal},
-    {"aten::floor", ElementwiseOp::kFloor},     {"aten::ceil", ElementwiseOp::kCeil},
-    {"aten::trunc", ElementwiseOp::kTrunc},     {"aten::round", ElementwiseOp::kRound},
+    {"aten::floor", ElementwiseOp::kFloor},
+    {"aten::ceil", ElementwiseOp::kCeil},
+    {"aten::trunc", ElementwiseOp::kTrunc},
+    {"aten::round", ElementwiseOp::kRound},
     {"aten::sign", ElementwiseOp::kSign},
 };
 
@@ -154,12 +171,18 @@ constexpr NamedBinary kBinary[] = {
 };
 
 constexpr Named kCompare[] = {
-    {"aten::eq.Tensor", ElementwiseOp::kEq},   {"aten::eq.Scalar", ElementwiseOp::kEq},
-    {"aten::ne.Tensor", ElementwiseOp::kNe},   {"aten::ne.Scalar", ElementwiseOp::kNe},
-    {"aten::lt.Tensor", ElementwiseOp::kLt},   {"aten::lt.Scalar", ElementwiseOp::kLt},
-    {"aten::le.Tensor", ElementwiseOp::kLe},   {"aten::le.Scalar", ElementwiseOp::kLe},
-    {"aten::gt.Tensor", ElementwiseOp::kGt},   {"aten::gt.Scalar", ElementwiseOp::kGt},
-    {"aten::ge.Tensor", ElementwiseOp::kGe},   {"aten::ge.Scalar", ElementwiseOp::kGe},
+    {"aten::eq.Tensor", ElementwiseOp::kEq},
+    {"aten::eq.Scalar", ElementwiseOp::kEq},
+    {"aten::ne.Tensor", ElementwiseOp::kNe},
+    {"aten::ne.Scalar", ElementwiseOp::kNe},
+    {"aten::lt.Tensor", ElementwiseOp::kLt},
+    {"aten::lt.Scalar", ElementwiseOp::kLt},
+    {"aten::le.Tensor", ElementwiseOp::kLe},
+    {"aten::le.Scalar", ElementwiseOp::kLe},
+    {"aten::gt.Tensor", ElementwiseOp::kGt},
+    {"aten::gt.Scalar", ElementwiseOp::kGt},
+    {"aten::ge.Tensor", ElementwiseOp::kGe},
+    {"aten::ge.Scalar", ElementwiseOp::kGe},
     {"aten::logical_and", ElementwiseOp::kLogicalAnd},
     {"aten::logical_or", ElementwiseOp::kLogicalOr},
     {"aten::logical_xor", ElementwiseOp::kLogicalXor},
@@ -173,11 +196,12 @@ const auto* Find(const Table& table, std::string_view op) {
 }
 
 // Copies whose source is args[0], converted and broadcast to the output.
-constexpr std::string_view kCopyFromSelf[] = {"aten::clone", "aten::contiguous",
-                                              "aten::_to_copy", "aten::to.dtype",
-                                              "aten::alias_copy", "aten::expand_copy"};
+constexpr std::string_view kCopyFromSelf[] = {
+    "aten::clone",    "aten::contiguous", "aten::_to_copy",
+    "aten::to.dtype", "aten::alias_copy", "aten::expand_copy"};
 
-// --- Memories ------------------------------------------------------------------------
+// --- Memories
+// ------------------------------------------------------------------------
 
 class CudaDeviceMemory final : public DeviceMemory {
  public:
@@ -186,12 +210,14 @@ class CudaDeviceMemory final : public DeviceMemory {
   absl::Status Init() {
     if (cudaError_t e = cudaSetDevice(index_); e != cudaSuccess)
       return CudaError(index_, "cudaSetDevice", e);
-    if (cudaError_t e = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
+    if (cudaError_t e =
+            cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
         e != cudaSuccess)
       return CudaError(index_, "cudaStreamCreate", e);
     if (cublasStatus_t s = cublasCreate(&blas_); s != CUBLAS_STATUS_SUCCESS)
       return BlasError(index_, "cublasCreate", s);
-    if (cublasStatus_t s = cublasSetStream(blas_, stream_); s != CUBLAS_STATUS_SUCCESS)
+    if (cublasStatus_t s = cublasSetStream(blas_, stream_);
+        s != CUBLAS_STATUS_SUCCESS)
       return BlasError(index_, "cublasSetStream", s);
     // Plain fp32 arithmetic (no TF32) for f32 products.
     cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH);
@@ -214,36 +240,44 @@ class CudaDeviceMemory final : public DeviceMemory {
     const int64_t rounded = std::max<int64_t>((bytes + 255) / 256 * 256, 256);
     if (cudaError_t e = cudaMalloc(&data, rounded); e != cudaSuccess)
       return CudaError(index_, absl::StrCat("cudaMalloc(", bytes, ")"), e);
-    if (cudaError_t e = cudaMemsetAsync(data, 0, rounded, stream_); e != cudaSuccess)
+    if (cudaError_t e = cudaMemsetAsync(data, 0, rounded, stream_);
+        e != cudaSuccess)
       return CudaError(index_, "cudaMemset", e);
     if (cudaError_t e = cudaStreamSynchronize(stream_); e != cudaSuccess)
       return CudaError(index_, "cudaStreamSynchronize", e);
     return DeviceBuffer(this, static_cast<std::byte*>(data), bytes);
   }
 
-  absl::Status CopyFromHost(std::byte* dst, const std::byte* src, int64_t bytes) override {
+  absl::Status CopyFromHost(std::byte* dst, const std::byte* src,
+                            int64_t bytes) override {
     return Copy(dst, src, bytes, cudaMemcpyHostToDevice, "H2D copy");
   }
-  absl::Status CopyToHost(std::byte* dst, const std::byte* src, int64_t bytes) override {
+  absl::Status CopyToHost(std::byte* dst, const std::byte* src,
+                          int64_t bytes) override {
     return Copy(dst, src, bytes, cudaMemcpyDeviceToHost, "D2H copy");
   }
 
-  absl::Status CopyStrided(const TensorView& dst, const TensorView& src) override {
+  absl::Status CopyStrided(const TensorView& dst,
+                           const TensorView& src) override {
     KernelArg arg;
     arg.kind = KernelArg::Kind::kTensor;
     arg.tensor = src;
     KernelCall call{"aten::copy_", std::span<const KernelArg>(&arg, 1),
                     std::span<const TensorView>(&dst, 1)};
-    if (!FitsKernels(dst) || !FitsKernels(src) || OutputsOverlapInputs(call, true))
+    if (!FitsKernels(dst) || !FitsKernels(src) ||
+        OutputsOverlapInputs(call, true))
       return RunOnHost(call, [&](const KernelCall& host) {
         return CopyStridedHost(host.outputs[0], host.args[0].tensor);
       });
     if (!host::BroadcastsTo(src, dst.sizes)) {
-      return absl::InvalidArgumentError(absl::StrCat("copy: source ", src.DebugString(),
-                                                     " does not broadcast to ", dst.DebugString()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("copy: source ", src.DebugString(),
+                       " does not broadcast to ", dst.DebugString()));
     }
-    return Elementwise(ElementwiseOp::kCopy, dst, Aligned(src, ShapeOf(dst.sizes)), {}, {}, 0, 0,
-                       0, IsFloat(Aligned(src, ShapeOf(dst.sizes))) || element::IsFloatCode(static_cast<int>(dst.dtype)));
+    return Elementwise(ElementwiseOp::kCopy, dst,
+                       Aligned(src, ShapeOf(dst.sizes)), {}, {}, 0, 0, 0,
+                       IsFloat(Aligned(src, ShapeOf(dst.sizes))) ||
+                           element::IsFloatCode(static_cast<int>(dst.dtype)));
   }
 
   absl::Status RunKernel(const KernelCall& call) override;
@@ -270,12 +304,14 @@ class CudaDeviceMemory final : public DeviceMemory {
     ~Temporaries() {
       for (void* p : blocks_) cudaFreeAsync(p, memory_.stream_);
     }
-    absl::StatusOr<TensorView> Dense(DType dtype, std::span<const int64_t> sizes) {
+    absl::StatusOr<TensorView> Dense(DType dtype,
+                                     std::span<const int64_t> sizes) {
       int64_t n = 1;
       for (int64_t s : sizes) n *= s;
       void* data = nullptr;
       const int64_t bytes = std::max<int64_t>(n * ElementSize(dtype), 1);
-      if (cudaError_t e = cudaMallocAsync(&data, bytes, memory_.stream_); e != cudaSuccess)
+      if (cudaError_t e = cudaMallocAsync(&data, bytes, memory_.stream_);
+          e != cudaSuccess)
         return CudaError(memory_.index_, "cudaMallocAsync", e);
       blocks_.push_back(data);
       return ContiguousView(data, dtype, sizes);
@@ -286,11 +322,12 @@ class CudaDeviceMemory final : public DeviceMemory {
     std::vector<void*> blocks_;
   };
 
-  absl::Status Copy(std::byte* dst, const std::byte* src, int64_t bytes, cudaMemcpyKind kind,
-                    absl::string_view what) {
+  absl::Status Copy(std::byte* dst, const std::byte* src, int64_t bytes,
+                    cudaMemcpyKind kind, absl::string_view what) {
     if (bytes <= 0) return absl::OkStatus();
     cudaSetDevice(index_);
-    if (cudaError_t e = cudaMemcpyAsync(dst, src, bytes, kind, stream_); e != cudaSuccess)
+    if (cudaError_t e = cudaMemcpyAsync(dst, src, bytes, kind, stream_);
+        e != cudaSuccess)
       return CudaError(index_, what, e);
     if (cudaError_t e = cudaStreamSynchronize(stream_); e != cudaSuccess)
       return CudaError(index_, what, e);
@@ -302,12 +339,14 @@ class CudaDeviceMemory final : public DeviceMemory {
     return CudaError(index_, AsAbsl(call.op), e);
   }
 
-  absl::Status Elementwise(ElementwiseOp op, const TensorView& out, const Operand& a,
-                           const Operand& b, const Operand& c, double p0, double p1, int flags,
+  absl::Status Elementwise(ElementwiseOp op, const TensorView& out,
+                           const Operand& a, const Operand& b, const Operand& c,
+                           double p0, double p1, int flags,
                            bool float_compute) {
     const Shape shape = ShapeOf(out.sizes);
     Operand o = Aligned(out, shape);
-    cudaError_t e = LaunchElementwise(op, shape, o, a, b, c, p0, p1, flags, float_compute, stream_);
+    cudaError_t e = LaunchElementwise(op, shape, o, a, b, c, p0, p1, flags,
+                                      float_compute, stream_);
     if (e != cudaSuccess) return CudaError(index_, "elementwise kernel", e);
     return absl::OkStatus();
   }
@@ -317,13 +356,15 @@ class CudaDeviceMemory final : public DeviceMemory {
   template <typename Fn>
   absl::Status RunOnHost(const KernelCall& call, Fn&& host_kernel);
   absl::Status RunOnHost(const KernelCall& call) {
-    return RunOnHost(call, [](const KernelCall& host) { return RunHostKernel(host); });
+    return RunOnHost(
+        call, [](const KernelCall& host) { return RunHostKernel(host); });
   }
 
   absl::Status RunElementwise(const KernelCall& call);
   absl::Status RunMatmul(const KernelCall& call);
-  absl::Status Gemm(const KernelCall& call, const TensorView& a, const TensorView& b,
-                    const TensorView* c_init, double alpha, double beta, const TensorView& out,
+  absl::Status Gemm(const KernelCall& call, const TensorView& a,
+                    const TensorView& b, const TensorView* c_init, double alpha,
+                    double beta, const TensorView& out,
                     Temporaries& temporaries);
   absl::Status RunReduce(const KernelCall& call, ReduceOp op, bool has_dims);
   absl::Status RunSoftmax(const KernelCall& call, bool log);
@@ -336,18 +377,21 @@ class CudaDeviceMemory final : public DeviceMemory {
 };
 
 template <typename Fn>
-absl::Status CudaDeviceMemory::RunOnHost(const KernelCall& call, Fn&& host_kernel) {
+absl::Status CudaDeviceMemory::RunOnHost(const KernelCall& call,
+                                         Fn&& host_kernel) {
   cudaSetDevice(index_);
   if (absl::Status s = Synchronize(); !s.ok()) return s;
   std::vector<std::vector<std::byte>> staging;
   staging.reserve(call.args.size() * 2 + call.outputs.size());
-  auto stage = [&](const TensorView& device_view) -> absl::StatusOr<TensorView> {
+  auto stage =
+      [&](const TensorView& device_view) -> absl::StatusOr<TensorView> {
     auto [first, last] = device_view.ByteExtent();
     staging.emplace_back(std::max<int64_t>(last, 1));
     TensorView host_view = device_view;
     host_view.data = staging.back().data();
     if (last > first) {
-      absl::Status s = CopyToHost(staging.back().data(), device_view.bytes(), last);
+      absl::Status s =
+          CopyToHost(staging.back().data(), device_view.bytes(), last);
       if (!s.ok()) return s;
     }
     return host_view;
@@ -372,11 +416,13 @@ absl::Status CudaDeviceMemory::RunOnHost(const KernelCall& call, Fn&& host_kerne
     if (!v.ok()) return v.status();
     outputs.push_back(*v);
   }
-  if (absl::Status s = host_kernel(KernelCall{call.op, args, outputs}); !s.ok()) return s;
+  if (absl::Status s = host_kernel(KernelCall{call.op, args, outputs}); !s.ok())
+    return s;
   for (size_t i = 0; i < outputs.size(); ++i) {
     auto [first, last] = call.outputs[i].ByteExtent();
     if (last <= first) continue;
-    absl::Status s = CopyFromHost(call.outputs[i].bytes(), outputs[i].bytes(), last);
+    absl::Status s =
+        CopyFromHost(call.outputs[i].bytes(), outputs[i].bytes(), last);
     if (!s.ok()) return s;
   }
   return absl::OkStatus();
@@ -387,7 +433,8 @@ absl::Status CudaDeviceMemory::RunKernel(const KernelCall& call) {
   std::string_view op = call.op;
   if (op.ends_with(".default")) op.remove_suffix(8);
   for (const KernelArg& arg : call.args) {
-    if (arg.kind == KernelArg::Kind::kTensor && !FitsKernels(arg.tensor)) return RunOnHost(call);
+    if (arg.kind == KernelArg::Kind::kTensor && !FitsKernels(arg.tensor))
+      return RunOnHost(call);
     if (arg.kind == KernelArg::Kind::kTensorList)
       for (const TensorView& t : arg.tensors)
         if (!FitsKernels(t)) return RunOnHost(call);
@@ -395,29 +442,34 @@ absl::Status CudaDeviceMemory::RunKernel(const KernelCall& call) {
   for (const TensorView& out : call.outputs)
     if (!FitsKernels(out)) return RunOnHost(call);
 
-  const bool elementwise = Find(kUnary, op) || Find(kBinary, op) || Find(kCompare, op) ||
-                           op == "aten::gelu" || op == "aten::gelu_" || op == "aten::clamp" ||
-                           op == "aten::clamp_" || op == "aten::hardtanh" ||
-                           op == "aten::hardtanh_" || op == "aten::leaky_relu" ||
-                           op == "aten::leaky_relu_" || op == "aten::logical_not" ||
-                           op == "aten::where.self" || op == "aten::copy_" ||
-                           op == "aten::fill_.Scalar" || op == "aten::zero_" ||
-                           std::find(std::begin(kCopyFromSelf), std::end(kCopyFromSelf), op) !=
-                               std::end(kCopyFromSelf);
+  const bool elementwise =
+      Find(kUnary, op) || Find(kBinary, op) || Find(kCompare, op) ||
+      op == "aten::gelu" || op == "aten::gelu_" || op == "aten::clamp" ||
+      op == "aten::clamp_" || op == "aten::hardtanh" ||
+      op == "aten::hardtanh_" || op == "aten::leaky_relu" ||
+      op == "aten::leaky_relu_" || op == "aten::logical_not" ||
+      op == "aten::where.self" || op == "aten::copy_" ||
+      op == "aten::fill_.Scalar" || op == "aten::zero_" ||
+      std::find(std::begin(kCopyFromSelf), std::end(kCopyFromSelf), op) !=
+          std::end(kCopyFromSelf);
   // In-place computation over overlapping views: the host kernel's
   // temporaries keep it correct.
   if (OutputsOverlapInputs(call, elementwise)) return RunOnHost(call);
   if (elementwise) return RunElementwise(call);
-  if (op == "aten::mm" || op == "aten::addmm" || op == "aten::bmm" || op == "aten::linear")
+  if (op == "aten::mm" || op == "aten::addmm" || op == "aten::bmm" ||
+      op == "aten::linear")
     return RunMatmul(call);
-  if (op == "aten::sum.dim_IntList") return RunReduce(call, ReduceOp::kSum, true);
+  if (op == "aten::sum.dim_IntList")
+    return RunReduce(call, ReduceOp::kSum, true);
   if (op == "aten::sum") return RunReduce(call, ReduceOp::kSum, false);
   if (op == "aten::mean.dim") return RunReduce(call, ReduceOp::kMean, true);
   if (op == "aten::mean") return RunReduce(call, ReduceOp::kMean, false);
   if (op == "aten::amax") return RunReduce(call, ReduceOp::kMax, true);
   if (op == "aten::amin") return RunReduce(call, ReduceOp::kMin, true);
-  if (op == "aten::_softmax" || op == "aten::softmax.int") return RunSoftmax(call, false);
-  if (op == "aten::_log_softmax" || op == "aten::log_softmax.int") return RunSoftmax(call, true);
+  if (op == "aten::_softmax" || op == "aten::softmax.int")
+    return RunSoftmax(call, false);
+  if (op == "aten::_log_softmax" || op == "aten::log_softmax.int")
+    return RunSoftmax(call, true);
   if (op == "aten::native_layer_norm") return RunLayerNorm(call);
   if (op == "aten::cat") return RunCat(call);
   return RunOnHost(call);
@@ -430,20 +482,22 @@ absl::Status CudaDeviceMemory::RunElementwise(const KernelCall& call) {
   const Shape shape = ShapeOf(out.sizes);
   const bool out_float = element::IsFloatCode(static_cast<int>(out.dtype));
   auto check_broadcast = [&](const KernelArg& arg) -> absl::Status {
-    if (!arg.is_tensor() || host::BroadcastsTo(arg.tensor, out.sizes)) return absl::OkStatus();
-    return absl::InvalidArgumentError(absl::StrCat(AsAbsl(call.op), ": operand ",
-                                                   arg.tensor.DebugString(),
-                                                   " does not broadcast to the output ",
-                                                   out.DebugString()));
+    if (!arg.is_tensor() || host::BroadcastsTo(arg.tensor, out.sizes))
+      return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        absl::StrCat(AsAbsl(call.op), ": operand ", arg.tensor.DebugString(),
+                     " does not broadcast to the output ", out.DebugString()));
   };
   for (const KernelArg& arg : call.args)
     if (absl::Status s = check_broadcast(arg); !s.ok()) return s;
 
   auto copy_from = [&](const KernelArg& src) {
     Operand a = OperandOf(src, shape);
-    return Elementwise(ElementwiseOp::kCopy, out, a, {}, {}, 0, 0, 0, out_float || IsFloat(a));
+    return Elementwise(ElementwiseOp::kCopy, out, a, {}, {}, 0, 0, 0,
+                       out_float || IsFloat(a));
   };
-  if (std::find(std::begin(kCopyFromSelf), std::end(kCopyFromSelf), op) != std::end(kCopyFromSelf))
+  if (std::find(std::begin(kCopyFromSelf), std::end(kCopyFromSelf), op) !=
+      std::end(kCopyFromSelf))
     return copy_from(call.args[0]);
   if (op == "aten::copy_") return copy_from(call.args[1]);
   if (op == "aten::fill_.Scalar") return copy_from(call.args[1]);
@@ -453,8 +507,12 @@ absl::Status CudaDeviceMemory::RunElementwise(const KernelCall& call) {
     return copy_from(zero);
   }
   if (const Named* unary = Find(kUnary, op)) {
+    // Negating bools is an error; the host kernel says so.
+    if (unary->kernel == ElementwiseOp::kNeg && out.dtype == DType::kBool)
+      return RunOnHost(call);
     Operand a = OperandOf(call.args[0], shape);
-    return Elementwise(unary->kernel, out, a, {}, {}, 0, 0, 0, out_float || IsFloat(a));
+    return Elementwise(unary->kernel, out, a, {}, {}, 0, 0, 0,
+                       out_float || IsFloat(a));
   }
   if (op == "aten::gelu" || op == "aten::gelu_") {
     const std::string approximate =
@@ -463,7 +521,8 @@ absl::Status CudaDeviceMemory::RunElementwise(const KernelCall& call) {
             : "none";
     if (approximate != "none" && approximate != "tanh") return RunOnHost(call);
     Operand a = OperandOf(call.args[0], shape);
-    return Elementwise(approximate == "tanh" ? ElementwiseOp::kGeluTanh : ElementwiseOp::kGeluErf,
+    return Elementwise(approximate == "tanh" ? ElementwiseOp::kGeluTanh
+                                             : ElementwiseOp::kGeluErf,
                        out, a, {}, {}, 0, 0, 0, true);
   }
   if (op == "aten::clamp" || op == "aten::clamp_" || op == "aten::hardtanh" ||
@@ -478,13 +537,16 @@ absl::Status CudaDeviceMemory::RunElementwise(const KernelCall& call) {
     if (lo && lo->is_number()) p0 = lo->AsDouble();
     if (hi && hi->is_number()) p1 = hi->AsDouble();
     Operand a = OperandOf(call.args[0], shape);
-    return Elementwise(ElementwiseOp::kClamp, out, a, {}, {}, p0, p1, flags, out_float || IsFloat(a));
+    return Elementwise(ElementwiseOp::kClamp, out, a, {}, {}, p0, p1, flags,
+                       out_float || IsFloat(a));
   }
   if (op == "aten::leaky_relu" || op == "aten::leaky_relu_") {
-    const double slope =
-        call.args.size() > 1 && call.args[1].is_number() ? call.args[1].AsDouble() : 0.01;
+    const double slope = call.args.size() > 1 && call.args[1].is_number()
+                             ? call.args[1].AsDouble()
+                             : 0.01;
     Operand a = OperandOf(call.args[0], shape);
-    return Elementwise(ElementwiseOp::kLeakyRelu, out, a, {}, {}, slope, 0, 0, true);
+    return Elementwise(ElementwiseOp::kLeakyRelu, out, a, {}, {}, slope, 0, 0,
+                       true);
   }
   if (const NamedBinary* binary = Find(kBinary, op)) {
     Operand a = OperandOf(call.args[0], shape);
@@ -492,23 +554,28 @@ absl::Status CudaDeviceMemory::RunElementwise(const KernelCall& call) {
     const bool float_compute = out_float || IsFloat(a) || IsFloat(b);
     // Integer true division and negative integer powers: the host kernel
     // reports the error.
-    if (!float_compute &&
-        (binary->kernel == ElementwiseOp::kDiv || binary->kernel == ElementwiseOp::kPow))
+    if (!float_compute && (binary->kernel == ElementwiseOp::kDiv ||
+                           binary->kernel == ElementwiseOp::kPow))
       return RunOnHost(call);
-    if (out.dtype == DType::kBool && binary->kernel == ElementwiseOp::kSub) return RunOnHost(call);
+    if (out.dtype == DType::kBool && binary->kernel == ElementwiseOp::kSub)
+      return RunOnHost(call);
     double alpha = 1;
     if (binary->alpha && call.args.size() > 2 && call.args[2].is_number())
-      alpha = float_compute ? call.args[2].AsDouble() : static_cast<double>(call.args[2].AsInt());
-    return Elementwise(binary->kernel, out, a, b, {}, alpha, 0, 0, float_compute);
+      alpha = float_compute ? call.args[2].AsDouble()
+                            : static_cast<double>(call.args[2].AsInt());
+    return Elementwise(binary->kernel, out, a, b, {}, alpha, 0, 0,
+                       float_compute);
   }
   if (const Named* compare = Find(kCompare, op)) {
     Operand a = OperandOf(call.args[0], shape);
     Operand b = OperandOf(call.args[1], shape);
-    return Elementwise(compare->kernel, out, a, b, {}, 0, 0, 0, IsFloat(a) || IsFloat(b));
+    return Elementwise(compare->kernel, out, a, b, {}, 0, 0, 0,
+                       IsFloat(a) || IsFloat(b));
   }
   if (op == "aten::logical_not") {
     Operand a = OperandOf(call.args[0], shape);
-    return Elementwise(ElementwiseOp::kLogicalNot, out, a, {}, {}, 0, 0, 0, IsFloat(a));
+    return Elementwise(ElementwiseOp::kLogicalNot, out, a, {}, {}, 0, 0, 0,
+                       IsFloat(a));
   }
   if (op == "aten::where.self") {
     Operand cond = OperandOf(call.args[0], shape);
@@ -523,15 +590,17 @@ absl::Status CudaDeviceMemory::RunElementwise(const KernelCall& call) {
 // C[b] = alpha * A[b] @ B[b] + beta * C_init, on dense copies; the result is
 // copied into `out` ([batch, M, N], any strides).
 absl::Status CudaDeviceMemory::Gemm(const KernelCall& call, const TensorView& a,
-                                    const TensorView& b, const TensorView* c_init, double alpha,
+                                    const TensorView& b,
+                                    const TensorView* c_init, double alpha,
                                     double beta, const TensorView& out,
                                     Temporaries& temporaries) {
-  const int64_t batch = a.sizes[0], M = a.sizes[1], K = a.sizes[2], N = b.sizes[2];
-  if (b.sizes[0] != batch || b.sizes[1] != K || out.sizes[0] != batch || out.sizes[1] != M ||
-      out.sizes[2] != N) {
-    return absl::InvalidArgumentError(absl::StrCat(AsAbsl(call.op), ": shapes ", a.DebugString(),
-                                                   " @ ", b.DebugString(), " -> ",
-                                                   out.DebugString(), " do not fit"));
+  const int64_t batch = a.sizes[0], M = a.sizes[1], K = a.sizes[2],
+                N = b.sizes[2];
+  if (b.sizes[0] != batch || b.sizes[1] != K || out.sizes[0] != batch ||
+      out.sizes[1] != M || out.sizes[2] != N) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        AsAbsl(call.op), ": shapes ", a.DebugString(), " @ ", b.DebugString(),
+        " -> ", out.DebugString(), " do not fit"));
   }
   if (batch == 0 || M == 0 || N == 0) return absl::OkStatus();
   const DType dtype = out.dtype;
@@ -557,13 +626,15 @@ absl::Status CudaDeviceMemory::Gemm(const KernelCall& call, const TensorView& a,
     default:
       return absl::InternalError("Gemm: unsupported dtype");
   }
-  auto dense_copy = [&](const TensorView& src, std::span<const int64_t> sizes)
-      -> absl::StatusOr<TensorView> {
+  auto dense_copy =
+      [&](const TensorView& src,
+          std::span<const int64_t> sizes) -> absl::StatusOr<TensorView> {
     absl::StatusOr<TensorView> dense = temporaries.Dense(dtype, sizes);
     if (!dense.ok()) return dense.status();
     const Shape shape = ShapeOf(dense->sizes);
     Operand s = Aligned(src, shape);
-    absl::Status st = Elementwise(ElementwiseOp::kCopy, *dense, s, {}, {}, 0, 0, 0, true);
+    absl::Status st =
+        Elementwise(ElementwiseOp::kCopy, *dense, s, {}, {}, 0, 0, 0, true);
     if (!st.ok()) return st;
     return *dense;
   };
@@ -571,24 +642,29 @@ absl::Status CudaDeviceMemory::Gemm(const KernelCall& call, const TensorView& a,
   if (!ad.ok()) return ad.status();
   absl::StatusOr<TensorView> bd = dense_copy(b, b.sizes);
   if (!bd.ok()) return bd.status();
-  absl::StatusOr<TensorView> cd =
-      c_init ? dense_copy(*c_init, out.sizes) : temporaries.Dense(dtype, out.sizes);
+  absl::StatusOr<TensorView> cd = c_init ? dense_copy(*c_init, out.sizes)
+                                         : temporaries.Dense(dtype, out.sizes);
   if (!cd.ok()) return cd.status();
   if (!c_init) beta = 0;
   // Row-major C = A @ B is column-major C^T = B^T @ A^T: swap the operands.
-  const float alpha32 = static_cast<float>(alpha), beta32 = static_cast<float>(beta);
-  const void* alpha_ptr = compute == CUBLAS_COMPUTE_64F ? static_cast<const void*>(&alpha)
-                                                        : static_cast<const void*>(&alpha32);
-  const void* beta_ptr = compute == CUBLAS_COMPUTE_64F ? static_cast<const void*>(&beta)
-                                                       : static_cast<const void*>(&beta32);
+  const float alpha32 = static_cast<float>(alpha),
+              beta32 = static_cast<float>(beta);
+  const void* alpha_ptr = compute == CUBLAS_COMPUTE_64F
+                              ? static_cast<const void*>(&alpha)
+                              : static_cast<const void*>(&alpha32);
+  const void* beta_ptr = compute == CUBLAS_COMPUTE_64F
+                             ? static_cast<const void*>(&beta)
+                             : static_cast<const void*>(&beta32);
   cublasStatus_t status = cublasGemmStridedBatchedEx(
       blas_, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M),
-      static_cast<int>(K), alpha_ptr, bd->data, type, static_cast<int>(N), K * N, ad->data, type,
-      static_cast<int>(K), M * K, beta_ptr, cd->data, type, static_cast<int>(N), M * N,
-      static_cast<int>(batch), compute, CUBLAS_GEMM_DEFAULT);
-  if (status != CUBLAS_STATUS_SUCCESS) return BlasError(index_, "cublasGemmStridedBatchedEx", status);
-  return Elementwise(ElementwiseOp::kCopy, out, Aligned(*cd, ShapeOf(out.sizes)), {}, {}, 0, 0, 0,
-                     true);
+      static_cast<int>(K), alpha_ptr, bd->data, type, static_cast<int>(N),
+      K * N, ad->data, type, static_cast<int>(K), M * K, beta_ptr, cd->data,
+      type, static_cast<int>(N), M * N, static_cast<int>(batch), compute,
+      CUBLAS_GEMM_DEFAULT);
+  if (status != CUBLAS_STATUS_SUCCESS)
+    return BlasError(index_, "cublasGemmStridedBatchedEx", status);
+  return Elementwise(ElementwiseOp::kCopy, out,
+                     Aligned(*cd, ShapeOf(out.sizes)), {}, {}, 0, 0, 0, true);
 }
 
 absl::Status CudaDeviceMemory::RunMatmul(const KernelCall& call) {
@@ -611,40 +687,48 @@ absl::Status CudaDeviceMemory::RunMatmul(const KernelCall& call) {
     const TensorView& a = call.args[0].tensor;
     const TensorView& b = call.args[1].tensor;
     const int64_t rank = op == "aten::mm" ? 2 : 3;
-    if (a.dim() != rank || b.dim() != rank || out.dim() != rank || !blas_ok({&a, &b}) ||
-        a.sizes[rank - 1] == 0)
+    if (a.dim() != rank || b.dim() != rank || out.dim() != rank ||
+        !blas_ok({&a, &b}) || a.sizes[rank - 1] == 0)
       return RunOnHost(call);
-    if (rank == 2) return Gemm(call, batched(a), batched(b), nullptr, 1, 0, batched(out), temporaries);
+    if (rank == 2)
+      return Gemm(call, batched(a), batched(b), nullptr, 1, 0, batched(out),
+                  temporaries);
     return Gemm(call, a, b, nullptr, 1, 0, out, temporaries);
   }
   if (op == "aten::addmm") {
     const TensorView& self = call.args[0].tensor;
     const TensorView& a = call.args[1].tensor;
     const TensorView& b = call.args[2].tensor;
-    const double beta = call.args[3].is_number() ? call.args[3].AsDouble() : 1.0;
-    const double alpha = call.args[4].is_number() ? call.args[4].AsDouble() : 1.0;
-    if (a.dim() != 2 || b.dim() != 2 || out.dim() != 2 || !blas_ok({&a, &b, &self}) ||
-        a.sizes[1] == 0 || !host::BroadcastsTo(self, out.sizes))
+    const double beta =
+        call.args[3].is_number() ? call.args[3].AsDouble() : 1.0;
+    const double alpha =
+        call.args[4].is_number() ? call.args[4].AsDouble() : 1.0;
+    if (a.dim() != 2 || b.dim() != 2 || out.dim() != 2 ||
+        !blas_ok({&a, &b, &self}) || a.sizes[1] == 0 ||
+        !host::BroadcastsTo(self, out.sizes))
       return RunOnHost(call);
     TensorView c_init = batched(self);
-    return Gemm(call, batched(a), batched(b), beta != 0 ? &c_init : nullptr, alpha, beta,
-                batched(out), temporaries);
+    return Gemm(call, batched(a), batched(b), beta != 0 ? &c_init : nullptr,
+                alpha, beta, batched(out), temporaries);
   }
   // linear(input [*, K], weight [N, K], bias?)
   const TensorView& input = call.args[0].tensor;
   const TensorView& weight = call.args[1].tensor;
   const KernelArg& bias = call.args[2];
   if (input.dim() < 1 || weight.dim() != 2 || out.dim() != input.dim() ||
-      !blas_ok({&input, &weight}) || (bias.is_tensor() && bias.tensor.dtype != out.dtype) ||
+      !blas_ok({&input, &weight}) ||
+      (bias.is_tensor() && bias.tensor.dtype != out.dtype) ||
       input.sizes[input.dim() - 1] == 0)
     return RunOnHost(call);
   const int64_t K = input.sizes[input.dim() - 1], N = weight.sizes[0];
   const int64_t M = input.numel() / K;
   // Dense input [1, M, K]; weight^T [1, K, N]; result [1, M, N] then `out`.
-  absl::StatusOr<TensorView> input_dense = temporaries.Dense(out.dtype, input.sizes);
+  absl::StatusOr<TensorView> input_dense =
+      temporaries.Dense(out.dtype, input.sizes);
   if (!input_dense.ok()) return input_dense.status();
   if (absl::Status s = Elementwise(ElementwiseOp::kCopy, *input_dense,
-                                   Aligned(input, ShapeOf(input.sizes)), {}, {}, 0, 0, 0, true);
+                                   Aligned(input, ShapeOf(input.sizes)), {}, {},
+                                   0, 0, 0, true);
       !s.ok())
     return s;
   std::array<int64_t, 3> a_sizes{1, M, K}, c_sizes{1, M, N};
@@ -655,36 +739,45 @@ absl::Status CudaDeviceMemory::RunMatmul(const KernelCall& call) {
   absl::StatusOr<TensorView> result = temporaries.Dense(out.dtype, c_sizes);
   if (!result.ok()) return result.status();
   TensorView bias_view = bias.is_tensor() ? bias.tensor : TensorView{};
-  if (absl::Status s = Gemm(call, a, w_t, bias.is_tensor() ? &bias_view : nullptr, 1,
-                            bias.is_tensor() ? 1 : 0, *result, temporaries);
+  if (absl::Status s =
+          Gemm(call, a, w_t, bias.is_tensor() ? &bias_view : nullptr, 1,
+               bias.is_tensor() ? 1 : 0, *result, temporaries);
       !s.ok())
     return s;
   TensorView result_as_out = ContiguousView(result->data, out.dtype, out.sizes);
-  return Elementwise(ElementwiseOp::kCopy, out, Aligned(result_as_out, ShapeOf(out.sizes)), {},
-                     {}, 0, 0, 0, true);
+  return Elementwise(ElementwiseOp::kCopy, out,
+                     Aligned(result_as_out, ShapeOf(out.sizes)), {}, {}, 0, 0,
+                     0, true);
 }
 
-absl::Status CudaDeviceMemory::RunReduce(const KernelCall& call, ReduceOp op, bool has_dims) {
+absl::Status CudaDeviceMemory::RunReduce(const KernelCall& call, ReduceOp op,
+                                         bool has_dims) {
   const TensorView& in = call.args[0].tensor;
   const TensorView& out = call.outputs[0];
   absl::StatusOr<host::ReductionPlan> plan =
       host::PlanReduction(call, in, has_dims ? &call.args[1] : nullptr, out);
   if (!plan.ok()) return plan.status();
-  if ((op == ReduceOp::kMax || op == ReduceOp::kMin) && plan->count == 0 && out.numel() > 0)
+  if ((op == ReduceOp::kMax || op == ReduceOp::kMin) && plan->count == 0 &&
+      out.numel() > 0)
     return RunOnHost(call);  // the host kernel reports the error
-  if (op == ReduceOp::kMean && !IsFloatingPoint(out.dtype)) return RunOnHost(call);
+  if (op == ReduceOp::kMean && !IsFloatingPoint(out.dtype))
+    return RunOnHost(call);
   const Shape kept = ShapeOf(plan->kept.sizes);
   const Shape reduced = ShapeOf(plan->reduced.sizes);
-  const bool float_compute = IsFloatingPoint(in.dtype) || IsFloatingPoint(out.dtype);
-  return Check(LaunchReduce(op, kept, Aligned(plan->out, kept), Aligned(plan->kept, kept),
-                            reduced, Aligned(plan->reduced, reduced), float_compute, stream_),
-               call);
+  const bool float_compute =
+      IsFloatingPoint(in.dtype) || IsFloatingPoint(out.dtype);
+  return Check(
+      LaunchReduce(op, kept, Aligned(plan->out, kept),
+                   Aligned(plan->kept, kept), reduced,
+                   Aligned(plan->reduced, reduced), float_compute, stream_),
+      call);
 }
 
 absl::Status CudaDeviceMemory::RunSoftmax(const KernelCall& call, bool log) {
   const TensorView& in = call.args[0].tensor;
   const TensorView& out = call.outputs[0];
-  if (!IsFloatingPoint(out.dtype) || in.sizes != out.sizes || in.dim() == 0) return RunOnHost(call);
+  if (!IsFloatingPoint(out.dtype) || in.sizes != out.sizes || in.dim() == 0)
+    return RunOnHost(call);
   int64_t dim = call.args[1].AsInt();
   if (dim < -in.dim() || dim >= in.dim()) return RunOnHost(call);
   if (dim < 0) dim += in.dim();
@@ -694,7 +787,8 @@ absl::Status CudaDeviceMemory::RunSoftmax(const KernelCall& call, bool log) {
   out_rows.sizes.erase(out_rows.sizes.begin() + dim);
   out_rows.strides.erase(out_rows.strides.begin() + dim);
   const Shape rows = ShapeOf(in_rows.sizes);
-  return Check(LaunchSoftmax(rows, Aligned(in_rows, rows), Aligned(out_rows, rows), in.sizes[dim],
+  return Check(LaunchSoftmax(rows, Aligned(in_rows, rows),
+                             Aligned(out_rows, rows), in.sizes[dim],
                              in.strides[dim], out.strides[dim], log, stream_),
                call);
 }
@@ -703,19 +797,24 @@ absl::Status CudaDeviceMemory::RunLayerNorm(const KernelCall& call) {
   const TensorView& in = call.args[0].tensor;
   const std::vector<int64_t>& shape = call.args[1].ints;
   const int64_t k = static_cast<int64_t>(shape.size());
-  if (call.outputs.size() != 3 || k == 0 || k > in.dim() || call.outputs[0].sizes != in.sizes)
+  if (call.outputs.size() != 3 || k == 0 || k > in.dim() ||
+      call.outputs[0].sizes != in.sizes)
     return RunOnHost(call);
   const int64_t outer_dims = in.dim() - k;
   auto part = [](const TensorView& t, int64_t first, int64_t count) {
     TensorView p = t;
     p.sizes.assign(t.sizes.begin() + first, t.sizes.begin() + first + count);
-    p.strides.assign(t.strides.begin() + first, t.strides.begin() + first + count);
+    p.strides.assign(t.strides.begin() + first,
+                     t.strides.begin() + first + count);
     return p;
   };
   const TensorView& out = call.outputs[0];
-  const TensorView in_outer = part(in, 0, outer_dims), in_inner = part(in, outer_dims, k);
-  const TensorView out_outer = part(out, 0, outer_dims), out_inner = part(out, outer_dims, k);
-  if (std::vector<int64_t>(in_inner.sizes.begin(), in_inner.sizes.end()) != shape)
+  const TensorView in_outer = part(in, 0, outer_dims),
+                   in_inner = part(in, outer_dims, k);
+  const TensorView out_outer = part(out, 0, outer_dims),
+                   out_inner = part(out, outer_dims, k);
+  if (std::vector<int64_t>(in_inner.sizes.begin(), in_inner.sizes.end()) !=
+      shape)
     return RunOnHost(call);
   const Shape outer = ShapeOf(in_outer.sizes), inner = ShapeOf(in_inner.sizes);
   // mean / rstd: indexed by the outer dims (trailing 1s ignored).
@@ -724,19 +823,21 @@ absl::Status CudaDeviceMemory::RunLayerNorm(const KernelCall& call) {
     const TensorView& t = call.outputs[1 + s];
     if (t.numel() != in_outer.numel()) return RunOnHost(call);
     TensorView dense = ContiguousView(t.data, t.dtype, in_outer.sizes);
-    stats[s] = Aligned(t.dim() >= outer_dims && part(t, 0, outer_dims).sizes == in_outer.sizes
-                           ? part(t, 0, outer_dims)
-                           : dense,
-                       outer);
+    stats[s] = Aligned(
+        t.dim() >= outer_dims && part(t, 0, outer_dims).sizes == in_outer.sizes
+            ? part(t, 0, outer_dims)
+            : dense,
+        outer);
   }
   Operand weight, bias;
   if (call.args[2].is_tensor()) weight = Aligned(call.args[2].tensor, inner);
   if (call.args[3].is_tensor()) bias = Aligned(call.args[3].tensor, inner);
-  return Check(LaunchLayerNorm(outer, Aligned(in_outer, outer), Aligned(out_outer, outer), stats[0],
-                               stats[1], inner, Aligned(in_inner, inner),
-                               Aligned(out_inner, inner), weight, bias, call.args[4].AsDouble(),
-                               stream_),
-               call);
+  return Check(
+      LaunchLayerNorm(outer, Aligned(in_outer, outer),
+                      Aligned(out_outer, outer), stats[0], stats[1], inner,
+                      Aligned(in_inner, inner), Aligned(out_inner, inner),
+                      weight, bias, call.args[4].AsDouble(), stream_),
+      call);
 }
 
 absl::Status CudaDeviceMemory::RunCat(const KernelCall& call) {
@@ -748,7 +849,8 @@ absl::Status CudaDeviceMemory::RunCat(const KernelCall& call) {
   int64_t offset = 0;
   for (const TensorView& in : call.args[0].tensors) {
     if (in.dim() == 1 && in.sizes[0] == 0) continue;
-    bool fits = in.dim() == out.dim() && offset + in.sizes[dim] <= out.sizes[dim];
+    bool fits =
+        in.dim() == out.dim() && offset + in.sizes[dim] <= out.sizes[dim];
     for (int64_t d = 0; fits && d < out.dim(); ++d)
       if (d != dim && in.sizes[d] != out.sizes[d]) fits = false;
     if (!fits) return RunOnHost(call);  // the host kernel says why
@@ -763,8 +865,8 @@ absl::Status CudaDeviceMemory::RunCat(const KernelCall& call) {
     slot.sizes[dim] = in.sizes[dim];
     const Shape shape = ShapeOf(slot.sizes);
     Operand src = Aligned(in, shape);
-    absl::Status s = Elementwise(ElementwiseOp::kCopy, slot, src, {}, {}, 0, 0, 0,
-                                 IsFloat(src) || IsFloatingPoint(out.dtype));
+    absl::Status s = Elementwise(ElementwiseOp::kCopy, slot, src, {}, {}, 0, 0,
+                                 0, IsFloat(src) || IsFloatingPoint(out.dtype));
     if (!s.ok()) return s;
     offset += in.sizes[dim];
   }
@@ -786,23 +888,30 @@ class PinnedHostMemory final : public DeviceMemory {
     } else {
       cudaGetLastError();
       data = std::aligned_alloc(64, rounded);
-      if (!data) return absl::ResourceExhaustedError(absl::StrCat("host: cannot allocate ", bytes));
+      if (!data)
+        return absl::ResourceExhaustedError(
+            absl::StrCat("host: cannot allocate ", bytes));
     }
     std::memset(data, 0, rounded);
     return DeviceBuffer(this, static_cast<std::byte*>(data), bytes);
   }
-  absl::Status CopyFromHost(std::byte* dst, const std::byte* src, int64_t bytes) override {
+  absl::Status CopyFromHost(std::byte* dst, const std::byte* src,
+                            int64_t bytes) override {
     if (bytes > 0) std::memmove(dst, src, bytes);
     return absl::OkStatus();
   }
-  absl::Status CopyToHost(std::byte* dst, const std::byte* src, int64_t bytes) override {
+  absl::Status CopyToHost(std::byte* dst, const std::byte* src,
+                          int64_t bytes) override {
     if (bytes > 0) std::memmove(dst, src, bytes);
     return absl::OkStatus();
   }
-  absl::Status CopyStrided(const TensorView& dst, const TensorView& src) override {
+  absl::Status CopyStrided(const TensorView& dst,
+                           const TensorView& src) override {
     return CopyStridedHost(dst, src);
   }
-  absl::Status RunKernel(const KernelCall& call) override { return RunHostKernel(call); }
+  absl::Status RunKernel(const KernelCall& call) override {
+    return RunHostKernel(call);
+  }
 
  protected:
   void Free(std::byte* data) override {

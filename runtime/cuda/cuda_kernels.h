@@ -26,7 +26,7 @@ struct Shape {
 
 struct Operand {
   void* data = nullptr;
-  int dtype = 0;  // runtime/element.h codes
+  int dtype = 0;                   // runtime/element.h codes
   int64_t strides[kMaxDims] = {};  // elements, aligned to the Shape
   // A Scalar argument: no data, this value everywhere.
   bool is_scalar = false;
@@ -38,18 +38,49 @@ enum class ElementwiseOp : int {
   // out = a (dtype conversion, broadcast)
   kCopy,
   // unary: out = f(a); p0/p1 are parameters where noted
-  kRelu, kNeg, kAbs, kSin, kCos, kTan, kExp, kLog, kSqrt, kRsqrt, kTanh,
-  kSigmoid, kSilu, kGeluErf, kGeluTanh, kErf, kReciprocal, kFloor, kCeil,
-  kTrunc, kRound, kSign,
+  kRelu,
+  kNeg,
+  kAbs,
+  kSin,
+  kCos,
+  kTan,
+  kExp,
+  kLog,
+  kSqrt,
+  kRsqrt,
+  kTanh,
+  kSigmoid,
+  kSilu,
+  kGeluErf,
+  kGeluTanh,
+  kErf,
+  kReciprocal,
+  kFloor,
+  kCeil,
+  kTrunc,
+  kRound,
+  kSign,
   kClamp,      // p0 = min, p1 = max; flags bit 0: has min, bit 1: has max
   kLeakyRelu,  // p0 = negative slope
   // binary: out = f(a, b)
-  kAdd,    // a + p0 * b
-  kSub,    // a - p0 * b
-  kRsub,   // b - p0 * a
-  kMul, kDiv, kMaximum, kMinimum, kPow,
+  kAdd,   // a + p0 * b
+  kSub,   // a - p0 * b
+  kRsub,  // b - p0 * a
+  kMul,
+  kDiv,
+  kMaximum,
+  kMinimum,
+  kPow,
   // comparisons and logic: bool out
-  kEq, kNe, kLt, kLe, kGt, kGe, kLogicalAnd, kLogicalOr, kLogicalXor,
+  kEq,
+  kNe,
+  kLt,
+  kLe,
+  kGt,
+  kGe,
+  kLogicalAnd,
+  kLogicalOr,
+  kLogicalXor,
   kLogicalNot,
   // ternary: out = a ? b : c
   kWhere,

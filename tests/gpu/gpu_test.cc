@@ -31,11 +31,13 @@ struct DeviceTensor {
 
 DeviceTensor Upload(DeviceMemory& device, const OwnedTensor& host) {
   DeviceTensor t;
-  const int64_t bytes = static_cast<int64_t>(host.storage.size() * sizeof(uint64_t));
+  const int64_t bytes =
+      static_cast<int64_t>(host.storage.size() * sizeof(uint64_t));
   absl::StatusOr<DeviceBuffer> buffer = device.Allocate(bytes);
   EXPECT_TRUE(buffer.ok()) << buffer.status();
   t.buffer = *std::move(buffer);
-  const std::byte* base = reinterpret_cast<const std::byte*>(host.storage.data());
+  const std::byte* base =
+      reinterpret_cast<const std::byte*>(host.storage.data());
   EXPECT_TRUE(device.CopyFromHost(t.buffer.data(), base, bytes).ok());
   t.view = host.view;
   t.view.data = t.buffer.data() + (host.view.bytes() - base);
@@ -44,7 +46,8 @@ DeviceTensor Upload(DeviceMemory& device, const OwnedTensor& host) {
 
 std::vector<double> Download(DeviceMemory& device, const DeviceTensor& t) {
   std::vector<std::byte> host(t.buffer.bytes());
-  EXPECT_TRUE(device.CopyToHost(host.data(), t.buffer.data(), t.buffer.bytes()).ok());
+  EXPECT_TRUE(
+      device.CopyToHost(host.data(), t.buffer.data(), t.buffer.bytes()).ok());
   TensorView view = t.view;
   view.data = host.data() + (t.view.bytes() - t.buffer.data());
   return Values(view);
@@ -77,7 +80,8 @@ class GpuTest : public ::testing::Test {
 
   // Runs `op` with the host kernel and on the GPU (same arguments, tensors
   // uploaded), and compares every output.
-  void ExpectSameAsHost(const std::string& op, const std::vector<KernelArg>& host_args,
+  void ExpectSameAsHost(const std::string& op,
+                        const std::vector<KernelArg>& host_args,
                         const std::vector<OwnedTensor*>& outputs) {
     SCOPED_TRACE(op);
     // Outputs first: an argument inside an output's storage (in place)
@@ -96,8 +100,10 @@ class GpuTest : public ::testing::Test {
     std::vector<KernelArg> device_args = host_args;
     auto upload_view = [&](const TensorView& v) {
       for (size_t i = 0; i < outputs.size(); ++i) {
-        const std::byte* base = reinterpret_cast<const std::byte*>(outputs[i]->storage.data());
-        const std::byte* end = base + outputs[i]->storage.size() * sizeof(uint64_t);
+        const std::byte* base =
+            reinterpret_cast<const std::byte*>(outputs[i]->storage.data());
+        const std::byte* end =
+            base + outputs[i]->storage.size() * sizeof(uint64_t);
         if (v.bytes() >= base && v.bytes() < end) {
           TensorView aliased = v;
           aliased.data = device_outputs[i].buffer.data() + (v.bytes() - base);
@@ -114,12 +120,14 @@ class GpuTest : public ::testing::Test {
       return keep.back().view;
     };
     for (KernelArg& arg : device_args) {
-      if (arg.kind == KernelArg::Kind::kTensor) arg.tensor = upload_view(arg.tensor);
+      if (arg.kind == KernelArg::Kind::kTensor)
+        arg.tensor = upload_view(arg.tensor);
       if (arg.kind == KernelArg::Kind::kTensorList)
         for (TensorView& t : arg.tensors) t = upload_view(t);
     }
     ASSERT_TRUE(RunKernel(op, host_args, host_outputs).ok());
-    absl::Status status = device_->RunKernel(KernelCall{op, device_args, device_views});
+    absl::Status status =
+        device_->RunKernel(KernelCall{op, device_args, device_views});
     ASSERT_TRUE(status.ok()) << status;
     ASSERT_TRUE(device_->Synchronize().ok());
     for (size_t i = 0; i < outputs.size(); ++i) {
@@ -132,7 +140,8 @@ class GpuTest : public ::testing::Test {
           EXPECT_TRUE(std::isnan(got[k])) << "output " << i << " [" << k << "]";
         } else {
           EXPECT_NEAR(got[k], want[k], tol * std::max(1.0, std::fabs(want[k])))
-              << "output " << i << " [" << k << "] " << DTypeName(outputs[i]->view.dtype);
+              << "output " << i << " [" << k << "] "
+              << DTypeName(outputs[i]->view.dtype);
         }
       }
     }
@@ -169,8 +178,8 @@ TEST_F(GpuTest, CopiesRoundTripThroughPinnedMemory) {
 
 TEST_F(GpuTest, UnaryKernelsMatchHostEveryFloatDType) {
   for (DType dtype : FloatDTypes()) {
-    for (const char* op : {"aten::relu", "aten::sin", "aten::cos", "aten::exp", "aten::neg",
-                           "aten::tanh", "aten::sigmoid"}) {
+    for (const char* op : {"aten::relu", "aten::sin", "aten::cos", "aten::exp",
+                           "aten::neg", "aten::tanh", "aten::sigmoid"}) {
       OwnedTensor in = MakeStrided(dtype, {2, 3}, {1, 2}, 0, kSix);
       OwnedTensor out = MakeOutput(dtype, {2, 3});
       ExpectSameAsHost(op, {TensorArg(in)}, {&out});
@@ -188,13 +197,18 @@ TEST_F(GpuTest, BinaryKernelsMatchHost) {
     OwnedTensor a = MakeStrided(dtype, {2, 3}, {1, 2}, 1, {1, 2, 3, 4, 5, 6});
     OwnedTensor b = MakeTensor(dtype, {3}, {3, 1, 2});
     OwnedTensor out = MakeOutput(dtype, {2, 3});
-    ExpectSameAsHost("aten::add.Tensor", {TensorArg(a), TensorArg(b), IntArg(2)}, {&out});
-    ExpectSameAsHost("aten::sub.Tensor", {TensorArg(a), TensorArg(b), IntArg(1)}, {&out});
+    ExpectSameAsHost("aten::add.Tensor",
+                     {TensorArg(a), TensorArg(b), IntArg(2)}, {&out});
+    ExpectSameAsHost("aten::sub.Tensor",
+                     {TensorArg(a), TensorArg(b), IntArg(1)}, {&out});
     ExpectSameAsHost("aten::mul.Tensor", {TensorArg(a), TensorArg(b)}, {&out});
-    ExpectSameAsHost("aten::add.Scalar", {TensorArg(a), IntArg(3), IntArg(1)}, {&out});
-    ExpectSameAsHost("aten::sub.Scalar", {TensorArg(a), IntArg(3), IntArg(2)}, {&out});
+    ExpectSameAsHost("aten::add.Scalar", {TensorArg(a), IntArg(3), IntArg(1)},
+                     {&out});
+    ExpectSameAsHost("aten::sub.Scalar", {TensorArg(a), IntArg(3), IntArg(2)},
+                     {&out});
     ExpectSameAsHost("aten::mul.Scalar", {TensorArg(a), IntArg(-2)}, {&out});
-    OwnedTensor f = MakeOutput(IsFloatingPoint(dtype) ? dtype : DType::kF32, {2, 3});
+    OwnedTensor f =
+        MakeOutput(IsFloatingPoint(dtype) ? dtype : DType::kF32, {2, 3});
     ExpectSameAsHost("aten::div.Tensor", {TensorArg(a), TensorArg(b)}, {&f});
     ExpectSameAsHost("aten::div.Scalar", {TensorArg(a), FloatArg(4)}, {&f});
   }
@@ -204,7 +218,8 @@ TEST_F(GpuTest, BinaryKernelsMatchHost) {
   ExpectSameAsHost("aten::mul.Tensor", {TensorArg(x), TensorArg(y)}, {&o});
   OwnedTensor e = MakeTensor(DType::kF32, {0, 3}, {});
   OwnedTensor eo = MakeOutput(DType::kF32, {0, 3});
-  ExpectSameAsHost("aten::add.Scalar", {TensorArg(e), FloatArg(1), IntArg(1)}, {&eo});
+  ExpectSameAsHost("aten::add.Scalar", {TensorArg(e), FloatArg(1), IntArg(1)},
+                   {&eo});
 }
 
 TEST_F(GpuTest, InPlaceCopiesAndFills) {
@@ -212,23 +227,29 @@ TEST_F(GpuTest, InPlaceCopiesAndFills) {
   ExpectSameAsHost("aten::relu_", {TensorArg(x)}, {&x});
   OwnedTensor y = MakeTensor(DType::kF32, {2, 3}, kSix);
   OwnedTensor one = MakeTensor(DType::kF32, {3}, {1, 2, 3});
-  ExpectSameAsHost("aten::add_.Tensor", {TensorArg(y), TensorArg(one), IntArg(1)}, {&y});
+  ExpectSameAsHost("aten::add_.Tensor",
+                   {TensorArg(y), TensorArg(one), IntArg(1)}, {&y});
   ExpectSameAsHost("aten::mul_.Scalar", {TensorArg(y), FloatArg(0.5)}, {&y});
-  OwnedTensor dst = MakeStrided(DType::kBF16, {2, 3}, {1, 2}, 0, {0, 0, 0, 0, 0, 0});
+  OwnedTensor dst =
+      MakeStrided(DType::kBF16, {2, 3}, {1, 2}, 0, {0, 0, 0, 0, 0, 0});
   OwnedTensor src = MakeTensor(DType::kI32, {3}, {1, -2, 3});
-  ExpectSameAsHost("aten::copy_", {TensorArg(dst), TensorArg(src), BoolArg(false)}, {&dst});
-  ExpectSameAsHost("aten::fill_.Scalar", {TensorArg(dst), FloatArg(2.5)}, {&dst});
+  ExpectSameAsHost("aten::copy_",
+                   {TensorArg(dst), TensorArg(src), BoolArg(false)}, {&dst});
+  ExpectSameAsHost("aten::fill_.Scalar", {TensorArg(dst), FloatArg(2.5)},
+                   {&dst});
   OwnedTensor c = MakeStrided(DType::kF16, {3, 2}, {1, 3}, 0, kSix);
   OwnedTensor co = MakeOutput(DType::kF16, {3, 2});
   ExpectSameAsHost("aten::clone", {TensorArg(c), NoneArg()}, {&co});
   // A copy form of a view has no CUDA kernel: the host fallback runs it.
   OwnedTensor po = MakeOutput(DType::kF16, {2, 3});
-  ExpectSameAsHost("aten::permute_copy", {TensorArg(c), IntsArg({1, 0})}, {&po});
+  ExpectSameAsHost("aten::permute_copy", {TensorArg(c), IntsArg({1, 0})},
+                   {&po});
   // In place over an overlapping different layout (host fallback).
   OwnedTensor sq = MakeTensor(DType::kF32, {2, 2}, {1, 2, 3, 4});
   KernelArg transposed = TensorArg(sq);
   std::swap(transposed.tensor.strides[0], transposed.tensor.strides[1]);
-  ExpectSameAsHost("aten::add_.Tensor", {TensorArg(sq), transposed, IntArg(1)}, {&sq});
+  ExpectSameAsHost("aten::add_.Tensor", {TensorArg(sq), transposed, IntArg(1)},
+                   {&sq});
 }
 
 TEST_F(GpuTest, ReductionsSoftmaxLayerNormCat) {
@@ -236,21 +257,31 @@ TEST_F(GpuTest, ReductionsSoftmaxLayerNormCat) {
     OwnedTensor x = MakeStrided(dtype, {2, 3}, {1, 2}, 0, kSix);
     OwnedTensor rows = MakeOutput(dtype, {2});
     OwnedTensor cols = MakeOutput(dtype, {1, 3});
-    ExpectSameAsHost("aten::sum.dim_IntList", {TensorArg(x), IntsArg({1}), BoolArg(false), NoneArg()}, {&rows});
-    ExpectSameAsHost("aten::mean.dim", {TensorArg(x), IntsArg({0}), BoolArg(true), NoneArg()}, {&cols});
-    ExpectSameAsHost("aten::amax", {TensorArg(x), IntsArg({-1}), BoolArg(false)}, {&rows});
+    ExpectSameAsHost("aten::sum.dim_IntList",
+                     {TensorArg(x), IntsArg({1}), BoolArg(false), NoneArg()},
+                     {&rows});
+    ExpectSameAsHost("aten::mean.dim",
+                     {TensorArg(x), IntsArg({0}), BoolArg(true), NoneArg()},
+                     {&cols});
+    ExpectSameAsHost("aten::amax",
+                     {TensorArg(x), IntsArg({-1}), BoolArg(false)}, {&rows});
     OwnedTensor all = MakeOutput(dtype, {});
-    ExpectSameAsHost("aten::sum.dim_IntList", {TensorArg(x), NoneArg(), BoolArg(false), NoneArg()}, {&all});
+    ExpectSameAsHost("aten::sum.dim_IntList",
+                     {TensorArg(x), NoneArg(), BoolArg(false), NoneArg()},
+                     {&all});
     OwnedTensor sm = MakeOutput(dtype, {2, 3});
-    ExpectSameAsHost("aten::_softmax", {TensorArg(x), IntArg(1), BoolArg(false)}, {&sm});
-    ExpectSameAsHost("aten::_softmax", {TensorArg(x), IntArg(0), BoolArg(false)}, {&sm});
+    ExpectSameAsHost("aten::_softmax",
+                     {TensorArg(x), IntArg(1), BoolArg(false)}, {&sm});
+    ExpectSameAsHost("aten::_softmax",
+                     {TensorArg(x), IntArg(0), BoolArg(false)}, {&sm});
     OwnedTensor w = MakeTensor(dtype, {3}, {1, 2, 0.5});
     OwnedTensor b = MakeTensor(dtype, {3}, {0, 1, -1});
     OwnedTensor ln = MakeOutput(dtype, {2, 3});
     OwnedTensor mean = MakeOutput(dtype, {2, 1});
     OwnedTensor rstd = MakeOutput(dtype, {2, 1});
     ExpectSameAsHost("aten::native_layer_norm",
-                     {TensorArg(x), IntsArg({3}), TensorArg(w), TensorArg(b), FloatArg(1e-5)},
+                     {TensorArg(x), IntsArg({3}), TensorArg(w), TensorArg(b),
+                      FloatArg(1e-5)},
                      {&ln, &mean, &rstd});
     OwnedTensor y = MakeTensor(dtype, {1, 3}, {7, 8, 9});
     OwnedTensor cat = MakeOutput(dtype, {3, 3});
@@ -258,27 +289,37 @@ TEST_F(GpuTest, ReductionsSoftmaxLayerNormCat) {
   }
   OwnedTensor i = MakeTensor(DType::kI32, {2, 2}, {1, -2, 3, 4});
   OwnedTensor s = MakeOutput(DType::kI64, {2});
-  ExpectSameAsHost("aten::sum.dim_IntList", {TensorArg(i), IntsArg({0}), BoolArg(false), NoneArg()}, {&s});
+  ExpectSameAsHost("aten::sum.dim_IntList",
+                   {TensorArg(i), IntsArg({0}), BoolArg(false), NoneArg()},
+                   {&s});
 }
 
 TEST_F(GpuTest, MatrixProductsThroughCublas) {
   const std::vector<double> a_values = {1, 2, 3, 4, 5, 6};
   const std::vector<double> b_values = {0.5, -1, 2, 0, 1, 1};
-  for (DType dtype : {DType::kF32, DType::kF64, DType::kF16, DType::kBF16, DType::kI64}) {
+  for (DType dtype :
+       {DType::kF32, DType::kF64, DType::kF16, DType::kBF16, DType::kI64}) {
     OwnedTensor a = MakeStrided(dtype, {2, 3}, {1, 2}, 0, a_values);
     OwnedTensor b = MakeTensor(dtype, {3, 2}, b_values);
     OwnedTensor out = MakeOutput(dtype, {2, 2});
     ExpectSameAsHost("aten::mm", {TensorArg(a), TensorArg(b)}, {&out});
     OwnedTensor bias = MakeTensor(dtype, {2}, {1, -1});
-    ExpectSameAsHost("aten::addmm", {TensorArg(bias), TensorArg(a), TensorArg(b), IntArg(2), IntArg(1)}, {&out});
-    OwnedTensor ba = MakeTensor(dtype, {2, 2, 3}, {1, 2, 3, 4, 5, 6, 6, 5, 4, 3, 2, 1});
-    OwnedTensor bb = MakeTensor(dtype, {2, 3, 2}, {1, 0, 0, 1, 1, 1, 2, 0, 0, 2, 1, 1});
+    ExpectSameAsHost(
+        "aten::addmm",
+        {TensorArg(bias), TensorArg(a), TensorArg(b), IntArg(2), IntArg(1)},
+        {&out});
+    OwnedTensor ba =
+        MakeTensor(dtype, {2, 2, 3}, {1, 2, 3, 4, 5, 6, 6, 5, 4, 3, 2, 1});
+    OwnedTensor bb =
+        MakeTensor(dtype, {2, 3, 2}, {1, 0, 0, 1, 1, 1, 2, 0, 0, 2, 1, 1});
     OwnedTensor bo = MakeOutput(dtype, {2, 2, 2});
     ExpectSameAsHost("aten::bmm", {TensorArg(ba), TensorArg(bb)}, {&bo});
     OwnedTensor w = MakeTensor(dtype, {2, 3}, b_values);
     OwnedTensor lo = MakeOutput(dtype, {2, 2, 2});
-    ExpectSameAsHost("aten::linear", {TensorArg(ba), TensorArg(w), TensorArg(bias)}, {&lo});
-    ExpectSameAsHost("aten::linear", {TensorArg(ba), TensorArg(w), NoneArg()}, {&lo});
+    ExpectSameAsHost("aten::linear",
+                     {TensorArg(ba), TensorArg(w), TensorArg(bias)}, {&lo});
+    ExpectSameAsHost("aten::linear", {TensorArg(ba), TensorArg(w), NoneArg()},
+                     {&lo});
   }
 }
 
@@ -292,7 +333,8 @@ VerifyReport VerifyOnCuda(const Program& original, const Program& lowered) {
   VerifyOptions options;
   options.device = VerifyDevice::kCuda;
   options.seed = 3;
-  absl::StatusOr<VerifyReport> report = VerifyPrograms(original, lowered, options);
+  absl::StatusOr<VerifyReport> report =
+      VerifyPrograms(original, lowered, options);
   EXPECT_TRUE(report.ok()) << report.status();
   return report.ok() ? *report : VerifyReport{};
 }
@@ -305,16 +347,19 @@ TEST_F(GpuTest, TeethProgramsOnCuda) {
   };
   const Case cases[] = {
       {"b2_original.textproto", "b2_lowered.textproto", true},
-      {"b2_original.textproto", "b2_lowered_no_copy_after_write.textproto", false},
+      {"b2_original.textproto", "b2_lowered_no_copy_after_write.textproto",
+       false},
       {"b1_original.textproto", "b1_lowered.textproto", true},
       {"b1_original.textproto", "b1_lowered_stored_layout.textproto", false},
       {"b3_original.textproto", "b3_lowered.textproto", true},
       {"b3_original.textproto", "b3_lowered_missing_d2h.textproto", false},
       {"b7_original.textproto", "b7_lowered.textproto", true},
-      {"a1_original.textproto", "a1_lowered_host_memory_as_device.textproto", false},
+      {"a1_original.textproto", "a1_lowered_host_memory_as_device.textproto",
+       false},
   };
   for (const Case& c : cases) {
-    VerifyReport report = VerifyOnCuda(Embedded(c.original), Embedded(c.lowered));
+    VerifyReport report =
+        VerifyOnCuda(Embedded(c.original), Embedded(c.lowered));
     EXPECT_EQ(report.device, "cuda");
     EXPECT_EQ(report.ok, c.ok) << c.lowered << "\n" << report.Summary();
   }
@@ -327,7 +372,9 @@ TEST_F(GpuTest, LoweredProgramsVerifyOnCuda) {
     ASSERT_NE(it, EmbeddedPrograms().end());
     v1::LowerRequest request;
     bool bare = false;
-    ASSERT_TRUE(ParseRequest(it->second, FileFormat::kText, name, &request, &bare).ok());
+    ASSERT_TRUE(
+        ParseRequest(it->second, FileFormat::kText, name, &request, &bare)
+            .ok());
     absl::StatusOr<LowerResult> lowered = Lower(request);
     ASSERT_TRUE(lowered.ok() && lowered->ok) << name;
     VerifyReport report = VerifyOnCuda(Embedded(name), lowered->program);

@@ -27,7 +27,8 @@ TEST(DataGenTest, ValuesStayInTheirRangeAndAreExact) {
     GenerateTensorData(spec, 5, bytes.data());
     std::set<double> distinct;
     for (int i = 0; i < 256; ++i) {
-      double v = element::LoadAsDouble(static_cast<int>(dtype), bytes.data() + i * ElementSize(dtype));
+      double v = element::LoadAsDouble(static_cast<int>(dtype),
+                                       bytes.data() + i * ElementSize(dtype));
       distinct.insert(v);
       if (IsFloatingPoint(dtype)) {
         EXPECT_GE(v, -1) << DTypeName(dtype);
@@ -56,7 +57,14 @@ TEST(DataGenTest, LayoutDoesNotChangeTheLogicalValues) {
   std::vector<std::byte> a(*dense.StorageBytes()), b(*strided.StorageBytes());
   GenerateTensorData(dense, 9, a.data());
   GenerateTensorData(strided, 9, b.data());
-  EXPECT_EQ(Values(MakeView(a.data(), dense)), Values(MakeView(b.data(), strided)));
+  EXPECT_EQ(Values(MakeView(a.data(), dense)),
+            Values(MakeView(b.data(), strided)));
+}
+
+TEST(DataGenTest, ConstantSeedsUnderAVerificationSeed) {
+  EXPECT_EQ(ConstantDataSeed(0, 42), 42u);
+  EXPECT_NE(ConstantDataSeed(1, 42), 42u);
+  EXPECT_NE(ConstantDataSeed(1, 42), ConstantDataSeed(2, 42));
 }
 
 TEST(DataGenTest, UserInputSeedsDiffer) {

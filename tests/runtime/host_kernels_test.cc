@@ -2,6 +2,8 @@
 // registry, each dtype it allows, strided inputs, broadcasting, empty and
 // 0-dim tensors. View and metadata operators (no data to compute) are
 // exercised through the executor in executor_test.cc.
+#include "runtime/host_kernels.h"
+
 #include <cmath>
 #include <limits>
 #include <set>
@@ -9,7 +11,6 @@
 
 #include "gtest/gtest.h"
 #include "passes/schema.h"
-#include "runtime/host_kernels.h"
 #include "tests/runtime/test_util.h"
 
 namespace ferry::testing {
@@ -60,31 +61,33 @@ std::vector<double> Map(const std::vector<double>& in, double (*f)(double)) {
   return out;
 }
 
-// --- Coverage -------------------------------------------------------------------
+// --- Coverage
+// -------------------------------------------------------------------
 
 // Operators tested in this file or, for views, metadata and copies, in
 // executor_test.cc. A new registry row fails this test until it is tested.
 const std::set<std::string>& TestedOps() {
   static const std::set<std::string> ops = {
       // here
-      "aten::add.Tensor", "aten::add.Scalar", "aten::sub.Tensor", "aten::sub.Scalar",
-      "aten::mul.Tensor", "aten::mul.Scalar", "aten::div.Tensor", "aten::div.Scalar",
-      "aten::relu", "aten::sin", "aten::cos", "aten::exp", "aten::neg", "aten::tanh",
-      "aten::sigmoid", "aten::gelu", "aten::relu_", "aten::add_.Tensor",
-      "aten::add_.Scalar", "aten::mul_.Tensor", "aten::mul_.Scalar", "aten::copy_",
+      "aten::add.Tensor", "aten::add.Scalar", "aten::sub.Tensor",
+      "aten::sub.Scalar", "aten::mul.Tensor", "aten::mul.Scalar",
+      "aten::div.Tensor", "aten::div.Scalar", "aten::relu", "aten::sin",
+      "aten::cos", "aten::exp", "aten::neg", "aten::tanh", "aten::sigmoid",
+      "aten::gelu", "aten::relu_", "aten::add_.Tensor", "aten::add_.Scalar",
+      "aten::mul_.Tensor", "aten::mul_.Scalar", "aten::copy_",
       "aten::fill_.Scalar", "aten::view_copy", "aten::permute_copy",
       "aten::transpose_copy.int", "aten::t_copy", "aten::expand_copy",
-      "aten::slice_copy.Tensor", "aten::select_copy.int", "aten::unsqueeze_copy",
-      "aten::squeeze_copy.dim", "aten::alias_copy", "aten::clone", "aten::mm",
-      "aten::addmm", "aten::bmm", "aten::linear", "aten::sum.dim_IntList",
-      "aten::mean.dim", "aten::amax", "aten::_softmax", "aten::native_layer_norm",
-      "aten::cat",
+      "aten::slice_copy.Tensor", "aten::select_copy.int",
+      "aten::unsqueeze_copy", "aten::squeeze_copy.dim", "aten::alias_copy",
+      "aten::clone", "aten::mm", "aten::addmm", "aten::bmm", "aten::linear",
+      "aten::sum.dim_IntList", "aten::mean.dim", "aten::amax", "aten::_softmax",
+      "aten::native_layer_norm", "aten::cat",
       // executor_test.cc
-      "aten::view", "aten::reshape", "aten::transpose.int", "aten::permute", "aten::t",
-      "aten::expand", "aten::slice.Tensor", "aten::select.int", "aten::unsqueeze",
-      "aten::squeeze.dim", "aten::squeeze", "aten::alias", "aten::sym_size.int",
-      "aten::sym_numel", "aten::sym_stride.int", "et_copy::_h2d_copy",
-      "et_copy::_d2h_copy"};
+      "aten::view", "aten::reshape", "aten::transpose.int", "aten::permute",
+      "aten::t", "aten::expand", "aten::slice.Tensor", "aten::select.int",
+      "aten::unsqueeze", "aten::squeeze.dim", "aten::squeeze", "aten::alias",
+      "aten::sym_size.int", "aten::sym_numel", "aten::sym_stride.int",
+      "et_copy::_h2d_copy", "et_copy::_d2h_copy"};
   return ops;
 }
 
@@ -107,7 +110,8 @@ TEST(HostKernelsTest, LooksUpDefaultOverloadNames) {
   EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented);
 }
 
-// --- Unary ------------------------------------------------------------------------
+// --- Unary
+// ------------------------------------------------------------------------
 
 struct UnaryCase {
   const char* op;
@@ -141,18 +145,23 @@ TEST(HostKernelsTest, UnaryKnownValues) {
   ExpectValues(out.view, {0, 0.479425538604203, 0.8414709848078965});
   ASSERT_TRUE(RunKernel("aten::sigmoid", {TensorArg(in)}, {&out}).ok());
   ExpectValues(out.view, {0.5, 0.6224593312018546, 0.7310585786300049});
-  ASSERT_TRUE(RunKernel("aten::gelu", {TensorArg(in), StringArg("none")}, {&out}).ok());
+  ASSERT_TRUE(
+      RunKernel("aten::gelu", {TensorArg(in), StringArg("none")}, {&out}).ok());
   ExpectValues(out.view, {0, 0.34573123063700656, 0.8413447460685429});
-  ASSERT_TRUE(RunKernel("aten::gelu", {TensorArg(in), StringArg("tanh")}, {&out}).ok());
+  ASSERT_TRUE(
+      RunKernel("aten::gelu", {TensorArg(in), StringArg("tanh")}, {&out}).ok());
   ExpectValues(out.view, {0, 0.34571400982514394, 0.8411919906082768});
-  EXPECT_FALSE(RunKernel("aten::gelu", {TensorArg(in), StringArg("erf")}, {&out}).ok());
+  EXPECT_FALSE(
+      RunKernel("aten::gelu", {TensorArg(in), StringArg("erf")}, {&out}).ok());
 }
 
 TEST(HostKernelsTest, GeluEveryFloatDType) {
   for (DType dtype : FloatDTypes()) {
     OwnedTensor in = MakeTensor(dtype, {6}, kUnaryInput);
     OwnedTensor out = MakeOutput(dtype, {6});
-    ASSERT_TRUE(RunKernel("aten::gelu", {TensorArg(in), StringArg("none")}, {&out}).ok());
+    ASSERT_TRUE(
+        RunKernel("aten::gelu", {TensorArg(in), StringArg("none")}, {&out})
+            .ok());
     ExpectValues(out.view, Map(kUnaryInput, [](double x) {
                    return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
                  }));
@@ -189,13 +198,15 @@ TEST(HostKernelsTest, TranscendentalOfIntegersIsFloating) {
 
 TEST(HostKernelsTest, UnaryStridedZeroDimAndEmpty) {
   // A transposed view: logical [[-2, 0.5], [-0.5, 1], [0, 2]].
-  OwnedTensor in = MakeStrided(DType::kF32, {3, 2}, {1, 3}, 0, {-2, 0.5, -0.5, 1, 0, 2});
+  OwnedTensor in =
+      MakeStrided(DType::kF32, {3, 2}, {1, 3}, 0, {-2, 0.5, -0.5, 1, 0, 2});
   OwnedTensor out = MakeOutput(DType::kF32, {3, 2});
   ASSERT_TRUE(RunKernel("aten::relu", {TensorArg(in)}, {&out}).ok());
   ExpectValues(out.view, {0, 0.5, 0, 1, 0, 2});
   // Writing a strided output.
   OwnedTensor dense = MakeTensor(DType::kF32, {2, 2}, {-1, 2, 3, -4});
-  OwnedTensor strided_out = MakeStrided(DType::kF32, {2, 2}, {1, 2}, 1, {0, 0, 0, 0});
+  OwnedTensor strided_out =
+      MakeStrided(DType::kF32, {2, 2}, {1, 2}, 1, {0, 0, 0, 0});
   ASSERT_TRUE(RunKernel("aten::neg", {TensorArg(dense)}, {&strided_out}).ok());
   ExpectValues(strided_out.view, {1, -2, -3, 4});
   // 0-dim.
@@ -209,7 +220,8 @@ TEST(HostKernelsTest, UnaryStridedZeroDimAndEmpty) {
   EXPECT_TRUE(RunKernel("aten::sin", {TensorArg(empty)}, {&empty_out}).ok());
 }
 
-// --- Binary -------------------------------------------------------------------------
+// --- Binary
+// -------------------------------------------------------------------------
 
 TEST(HostKernelsTest, AddSubMulEveryDType) {
   for (DType dtype : AllDTypes()) {
@@ -217,17 +229,28 @@ TEST(HostKernelsTest, AddSubMulEveryDType) {
     OwnedTensor a = MakeTensor(dtype, {2, 2}, {1, 2, 3, 4});
     OwnedTensor b = MakeTensor(dtype, {2, 2}, {10, 20, 30, 4});
     OwnedTensor out = MakeOutput(dtype, {2, 2});
-    ASSERT_TRUE(RunKernel("aten::add.Tensor", {TensorArg(a), TensorArg(b), IntArg(2)}, {&out}).ok());
+    ASSERT_TRUE(RunKernel("aten::add.Tensor",
+                          {TensorArg(a), TensorArg(b), IntArg(2)}, {&out})
+                    .ok());
     ExpectValues(out.view, {21, 42, 63, 12}, "add alpha=2");
-    ASSERT_TRUE(RunKernel("aten::sub.Tensor", {TensorArg(b), TensorArg(a), IntArg(1)}, {&out}).ok());
+    ASSERT_TRUE(RunKernel("aten::sub.Tensor",
+                          {TensorArg(b), TensorArg(a), IntArg(1)}, {&out})
+                    .ok());
     ExpectValues(out.view, {9, 18, 27, 0}, "sub");
-    ASSERT_TRUE(RunKernel("aten::mul.Tensor", {TensorArg(a), TensorArg(b)}, {&out}).ok());
+    ASSERT_TRUE(
+        RunKernel("aten::mul.Tensor", {TensorArg(a), TensorArg(b)}, {&out})
+            .ok());
     ExpectValues(out.view, {10, 40, 90, 16}, "mul");
-    ASSERT_TRUE(RunKernel("aten::add.Scalar", {TensorArg(a), IntArg(3), IntArg(2)}, {&out}).ok());
+    ASSERT_TRUE(RunKernel("aten::add.Scalar",
+                          {TensorArg(a), IntArg(3), IntArg(2)}, {&out})
+                    .ok());
     ExpectValues(out.view, {7, 8, 9, 10}, "add.Scalar");
-    ASSERT_TRUE(RunKernel("aten::sub.Scalar", {TensorArg(b), IntArg(1), IntArg(1)}, {&out}).ok());
+    ASSERT_TRUE(RunKernel("aten::sub.Scalar",
+                          {TensorArg(b), IntArg(1), IntArg(1)}, {&out})
+                    .ok());
     ExpectValues(out.view, {9, 19, 29, 3}, "sub.Scalar");
-    ASSERT_TRUE(RunKernel("aten::mul.Scalar", {TensorArg(a), IntArg(3)}, {&out}).ok());
+    ASSERT_TRUE(
+        RunKernel("aten::mul.Scalar", {TensorArg(a), IntArg(3)}, {&out}).ok());
     ExpectValues(out.view, {3, 6, 9, 12}, "mul.Scalar");
   }
 }
@@ -236,15 +259,21 @@ TEST(HostKernelsTest, FloatScalarsAndFloatAlpha) {
   for (DType dtype : FloatDTypes()) {
     OwnedTensor a = MakeTensor(dtype, {3}, {1, 2, 3});
     OwnedTensor out = MakeOutput(dtype, {3});
-    ASSERT_TRUE(RunKernel("aten::add.Scalar", {TensorArg(a), FloatArg(0.5), FloatArg(0.5)}, {&out}).ok());
+    ASSERT_TRUE(RunKernel("aten::add.Scalar",
+                          {TensorArg(a), FloatArg(0.5), FloatArg(0.5)}, {&out})
+                    .ok());
     ExpectValues(out.view, {1.25, 2.25, 3.25});
-    ASSERT_TRUE(RunKernel("aten::mul.Scalar", {TensorArg(a), FloatArg(-0.25)}, {&out}).ok());
+    ASSERT_TRUE(
+        RunKernel("aten::mul.Scalar", {TensorArg(a), FloatArg(-0.25)}, {&out})
+            .ok());
     ExpectValues(out.view, {-0.25, -0.5, -0.75});
   }
   // An int tensor with a float scalar promotes (the spec gives f32).
   OwnedTensor i = MakeTensor(DType::kI32, {2}, {1, 2});
   OwnedTensor f = MakeOutput(DType::kF32, {2});
-  ASSERT_TRUE(RunKernel("aten::add.Scalar", {TensorArg(i), FloatArg(0.5), IntArg(1)}, {&f}).ok());
+  ASSERT_TRUE(RunKernel("aten::add.Scalar",
+                        {TensorArg(i), FloatArg(0.5), IntArg(1)}, {&f})
+                  .ok());
   ExpectValues(f.view, {1.5, 2.5});
 }
 
@@ -252,23 +281,34 @@ TEST(HostKernelsTest, BoolArithmetic) {
   OwnedTensor a = MakeTensor(DType::kBool, {4}, {1, 1, 0, 0});
   OwnedTensor b = MakeTensor(DType::kBool, {4}, {1, 0, 1, 0});
   OwnedTensor out = MakeOutput(DType::kBool, {4});
-  ASSERT_TRUE(RunKernel("aten::add.Tensor", {TensorArg(a), TensorArg(b), IntArg(1)}, {&out}).ok());
+  ASSERT_TRUE(RunKernel("aten::add.Tensor",
+                        {TensorArg(a), TensorArg(b), IntArg(1)}, {&out})
+                  .ok());
   ExpectValues(out.view, {1, 1, 1, 0}, "bool add is or");
-  ASSERT_TRUE(RunKernel("aten::mul.Tensor", {TensorArg(a), TensorArg(b)}, {&out}).ok());
+  ASSERT_TRUE(
+      RunKernel("aten::mul.Tensor", {TensorArg(a), TensorArg(b)}, {&out}).ok());
   ExpectValues(out.view, {1, 0, 0, 0}, "bool mul is and");
-  EXPECT_FALSE(RunKernel("aten::sub.Tensor", {TensorArg(a), TensorArg(b), IntArg(1)}, {&out}).ok());
+  EXPECT_FALSE(RunKernel("aten::sub.Tensor",
+                         {TensorArg(a), TensorArg(b), IntArg(1)}, {&out})
+                   .ok());
 }
 
 TEST(HostKernelsTest, IntegerArithmeticWraps) {
   OwnedTensor a = MakeTensor(DType::kI8, {2}, {100, -100});
   OwnedTensor out = MakeOutput(DType::kI8, {2});
-  ASSERT_TRUE(RunKernel("aten::add.Tensor", {TensorArg(a), TensorArg(a), IntArg(1)}, {&out}).ok());
+  ASSERT_TRUE(RunKernel("aten::add.Tensor",
+                        {TensorArg(a), TensorArg(a), IntArg(1)}, {&out})
+                  .ok());
   ExpectValues(out.view, {-56, 56});
   OwnedTensor big = MakeTensor(DType::kI64, {1}, {0});
-  reinterpret_cast<int64_t*>(big.view.data)[0] = std::numeric_limits<int64_t>::max();
+  reinterpret_cast<int64_t*>(big.view.data)[0] =
+      std::numeric_limits<int64_t>::max();
   OwnedTensor big_out = MakeOutput(DType::kI64, {1});
-  ASSERT_TRUE(RunKernel("aten::add.Scalar", {TensorArg(big), IntArg(1), IntArg(1)}, {&big_out}).ok());
-  EXPECT_EQ(reinterpret_cast<int64_t*>(big_out.view.data)[0], std::numeric_limits<int64_t>::min());
+  ASSERT_TRUE(RunKernel("aten::add.Scalar",
+                        {TensorArg(big), IntArg(1), IntArg(1)}, {&big_out})
+                  .ok());
+  EXPECT_EQ(reinterpret_cast<int64_t*>(big_out.view.data)[0],
+            std::numeric_limits<int64_t>::min());
 }
 
 TEST(HostKernelsTest, DivIsTrueDivision) {
@@ -276,19 +316,26 @@ TEST(HostKernelsTest, DivIsTrueDivision) {
     OwnedTensor a = MakeTensor(dtype, {4}, {1, -3, 0, 2});
     OwnedTensor b = MakeTensor(dtype, {4}, {2, 4, 0, 0});
     OwnedTensor out = MakeOutput(dtype, {4});
-    ASSERT_TRUE(RunKernel("aten::div.Tensor", {TensorArg(a), TensorArg(b)}, {&out}).ok());
+    ASSERT_TRUE(
+        RunKernel("aten::div.Tensor", {TensorArg(a), TensorArg(b)}, {&out})
+            .ok());
     ExpectValues(out.view, {0.5, -0.75, std::nan(""), INFINITY});
-    ASSERT_TRUE(RunKernel("aten::div.Scalar", {TensorArg(a), FloatArg(-0.5)}, {&out}).ok());
+    ASSERT_TRUE(
+        RunKernel("aten::div.Scalar", {TensorArg(a), FloatArg(-0.5)}, {&out})
+            .ok());
     ExpectValues(out.view, {-2, 6, 0, -4});
   }
   // Integer operands divide truly into a floating output.
   OwnedTensor a = MakeTensor(DType::kI32, {3}, {1, 7, -7});
   OwnedTensor b = MakeTensor(DType::kI64, {3}, {2, 2, 2});
   OwnedTensor out = MakeOutput(DType::kF32, {3});
-  ASSERT_TRUE(RunKernel("aten::div.Tensor", {TensorArg(a), TensorArg(b)}, {&out}).ok());
+  ASSERT_TRUE(
+      RunKernel("aten::div.Tensor", {TensorArg(a), TensorArg(b)}, {&out}).ok());
   ExpectValues(out.view, {0.5, 3.5, -3.5});
   OwnedTensor int_out = MakeOutput(DType::kI32, {3});
-  EXPECT_FALSE(RunKernel("aten::div.Tensor", {TensorArg(a), TensorArg(b)}, {&int_out}).ok());
+  EXPECT_FALSE(
+      RunKernel("aten::div.Tensor", {TensorArg(a), TensorArg(b)}, {&int_out})
+          .ok());
 }
 
 TEST(HostKernelsTest, FloorDivisionByIntegerZeroIsAnError) {
@@ -296,10 +343,15 @@ TEST(HostKernelsTest, FloorDivisionByIntegerZeroIsAnError) {
   OwnedTensor b = MakeTensor(DType::kI32, {2}, {2, 0});
   OwnedTensor out = MakeOutput(DType::kI32, {2});
   absl::Status status =
-      RunKernel("aten::div.Tensor_mode", {TensorArg(a), TensorArg(b), StringArg("floor")}, {&out});
-  EXPECT_EQ(status.message(), "aten::div.Tensor_mode: integer division by zero");
+      RunKernel("aten::div.Tensor_mode",
+                {TensorArg(a), TensorArg(b), StringArg("floor")}, {&out});
+  EXPECT_EQ(status.message(),
+            "aten::div.Tensor_mode: integer division by zero");
   OwnedTensor c = MakeTensor(DType::kI32, {2}, {2, -2});
-  ASSERT_TRUE(RunKernel("aten::div.Tensor_mode", {TensorArg(a), TensorArg(c), StringArg("floor")}, {&out}).ok());
+  ASSERT_TRUE(RunKernel("aten::div.Tensor_mode",
+                        {TensorArg(a), TensorArg(c), StringArg("floor")},
+                        {&out})
+                  .ok());
   ExpectValues(out.view, {3, 3});
 }
 
@@ -308,29 +360,44 @@ TEST(HostKernelsTest, BinaryBroadcastingAsATen) {
   OwnedTensor col = MakeTensor(DType::kF32, {2, 1}, {10, 20});
   OwnedTensor row = MakeTensor(DType::kF32, {3}, {1, 2, 3});
   OwnedTensor out = MakeOutput(DType::kF32, {2, 3});
-  ASSERT_TRUE(RunKernel("aten::add.Tensor", {TensorArg(col), TensorArg(row), IntArg(1)}, {&out}).ok());
+  ASSERT_TRUE(RunKernel("aten::add.Tensor",
+                        {TensorArg(col), TensorArg(row), IntArg(1)}, {&out})
+                  .ok());
   ExpectValues(out.view, {11, 12, 13, 21, 22, 23});
   // A 0-dim tensor operand, with mixed dtypes: f32 * f64 0-dim -> f32.
   OwnedTensor scalar = MakeTensor(DType::kF64, {}, {0.5});
-  ASSERT_TRUE(RunKernel("aten::mul.Tensor", {TensorArg(out), TensorArg(scalar)}, {&out}).ok());
+  ASSERT_TRUE(
+      RunKernel("aten::mul.Tensor", {TensorArg(out), TensorArg(scalar)}, {&out})
+          .ok());
   ExpectValues(out.view, {5.5, 6, 6.5, 10.5, 11, 11.5});
   // A stride-0 (expanded) operand and a non-contiguous one.
-  OwnedTensor expanded = MakeStrided(DType::kF32, {2, 3}, {0, 1}, 0, {1, 2, 3, 1, 2, 3});
-  OwnedTensor transposed = MakeStrided(DType::kF32, {2, 3}, {1, 2}, 0, {1, 1, 1, 2, 2, 2});
-  ASSERT_TRUE(RunKernel("aten::mul.Tensor", {TensorArg(expanded), TensorArg(transposed)}, {&out}).ok());
+  OwnedTensor expanded =
+      MakeStrided(DType::kF32, {2, 3}, {0, 1}, 0, {1, 2, 3, 1, 2, 3});
+  OwnedTensor transposed =
+      MakeStrided(DType::kF32, {2, 3}, {1, 2}, 0, {1, 1, 1, 2, 2, 2});
+  ASSERT_TRUE(RunKernel("aten::mul.Tensor",
+                        {TensorArg(expanded), TensorArg(transposed)}, {&out})
+                  .ok());
   ExpectValues(out.view, {1, 2, 3, 2, 4, 6});
   // Not broadcastable: an error, not a read out of bounds.
   OwnedTensor wrong = MakeTensor(DType::kF32, {4}, {1, 2, 3, 4});
-  absl::Status status = RunKernel("aten::add.Tensor", {TensorArg(wrong), TensorArg(row), IntArg(1)}, {&out});
+  absl::Status status =
+      RunKernel("aten::add.Tensor",
+                {TensorArg(wrong), TensorArg(row), IntArg(1)}, {&out});
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(status.message().find("does not broadcast"), std::string::npos) << status;
+  EXPECT_NE(status.message().find("does not broadcast"), std::string::npos)
+      << status;
   // Empty.
   OwnedTensor empty = MakeTensor(DType::kF32, {0, 3}, {});
   OwnedTensor empty_out = MakeOutput(DType::kF32, {0, 3});
-  EXPECT_TRUE(RunKernel("aten::add.Tensor", {TensorArg(empty), TensorArg(row), IntArg(1)}, {&empty_out}).ok());
+  EXPECT_TRUE(RunKernel("aten::add.Tensor",
+                        {TensorArg(empty), TensorArg(row), IntArg(1)},
+                        {&empty_out})
+                  .ok());
 }
 
-// --- In place ---------------------------------------------------------------------
+// --- In place
+// ---------------------------------------------------------------------
 
 TEST(HostKernelsTest, InPlaceOperatorsWriteSelf) {
   for (DType dtype : {DType::kF32, DType::kBF16, DType::kI32}) {
@@ -338,13 +405,20 @@ TEST(HostKernelsTest, InPlaceOperatorsWriteSelf) {
     ASSERT_TRUE(RunKernel("aten::relu_", {TensorArg(x)}, {&x}).ok());
     ExpectValues(x.view, {0, 2, 0, 4}, "relu_");
     OwnedTensor y = MakeTensor(dtype, {4}, {1, 1, 1, 1});
-    ASSERT_TRUE(RunKernel("aten::add_.Tensor", {TensorArg(x), TensorArg(y), IntArg(2)}, {&x}).ok());
+    ASSERT_TRUE(RunKernel("aten::add_.Tensor",
+                          {TensorArg(x), TensorArg(y), IntArg(2)}, {&x})
+                    .ok());
     ExpectValues(x.view, {2, 4, 2, 6}, "add_.Tensor");
-    ASSERT_TRUE(RunKernel("aten::add_.Scalar", {TensorArg(x), IntArg(1), IntArg(1)}, {&x}).ok());
+    ASSERT_TRUE(RunKernel("aten::add_.Scalar",
+                          {TensorArg(x), IntArg(1), IntArg(1)}, {&x})
+                    .ok());
     ExpectValues(x.view, {3, 5, 3, 7}, "add_.Scalar");
-    ASSERT_TRUE(RunKernel("aten::mul_.Tensor", {TensorArg(x), TensorArg(x)}, {&x}).ok());
+    ASSERT_TRUE(
+        RunKernel("aten::mul_.Tensor", {TensorArg(x), TensorArg(x)}, {&x})
+            .ok());
     ExpectValues(x.view, {9, 25, 9, 49}, "mul_.Tensor");
-    ASSERT_TRUE(RunKernel("aten::mul_.Scalar", {TensorArg(x), IntArg(-1)}, {&x}).ok());
+    ASSERT_TRUE(
+        RunKernel("aten::mul_.Scalar", {TensorArg(x), IntArg(-1)}, {&x}).ok());
     ExpectValues(x.view, {-9, -25, -9, -49}, "mul_.Scalar");
   }
 }
@@ -357,7 +431,9 @@ TEST(HostKernelsTest, InPlaceWithOverlappingDifferentLayoutReadsOldValues) {
   KernelArg xt_arg;
   xt_arg.kind = KernelArg::Kind::kTensor;
   xt_arg.tensor = xt;
-  ASSERT_TRUE(RunKernel("aten::add_.Tensor", {TensorArg(x), xt_arg, IntArg(1)}, {&x}).ok());
+  ASSERT_TRUE(
+      RunKernel("aten::add_.Tensor", {TensorArg(x), xt_arg, IntArg(1)}, {&x})
+          .ok());
   ExpectValues(x.view, {2, 5, 5, 8});
 }
 
@@ -377,24 +453,36 @@ TEST(HostKernelsTest, CopyAndFill) {
   // copy_ broadcasts and converts.
   OwnedTensor self = MakeTensor(DType::kF32, {2, 3}, {0, 0, 0, 0, 0, 0});
   OwnedTensor src = MakeTensor(DType::kI32, {3}, {1, -2, 3});
-  ASSERT_TRUE(RunKernel("aten::copy_", {TensorArg(self), TensorArg(src), BoolArg(false)}, {&self}).ok());
+  ASSERT_TRUE(RunKernel("aten::copy_",
+                        {TensorArg(self), TensorArg(src), BoolArg(false)},
+                        {&self})
+                  .ok());
   ExpectValues(self.view, {1, -2, 3, 1, -2, 3});
   // Into a strided destination.
-  OwnedTensor strided = MakeStrided(DType::kI64, {2, 2}, {1, 2}, 0, {0, 0, 0, 0});
+  OwnedTensor strided =
+      MakeStrided(DType::kI64, {2, 2}, {1, 2}, 0, {0, 0, 0, 0});
   OwnedTensor values = MakeTensor(DType::kF64, {2, 2}, {1.9, -2.9, 3, 4});
-  ASSERT_TRUE(RunKernel("aten::copy_", {TensorArg(strided), TensorArg(values), BoolArg(false)}, {&strided}).ok());
+  ASSERT_TRUE(RunKernel("aten::copy_",
+                        {TensorArg(strided), TensorArg(values), BoolArg(false)},
+                        {&strided})
+                  .ok());
   ExpectValues(strided.view, {1, -2, 3, 4});
   // fill_ with a float value into every dtype (truncated for integers).
   for (DType dtype : AllDTypes()) {
     OwnedTensor t = MakeOutput(dtype, {3});
-    ASSERT_TRUE(RunKernel("aten::fill_.Scalar", {TensorArg(t), FloatArg(2.5)}, {&t}).ok());
+    ASSERT_TRUE(
+        RunKernel("aten::fill_.Scalar", {TensorArg(t), FloatArg(2.5)}, {&t})
+            .ok());
     ExpectValues(t.view, {2.5, 2.5, 2.5}, "fill_");
   }
   OwnedTensor empty = MakeOutput(DType::kF32, {0});
-  EXPECT_TRUE(RunKernel("aten::fill_.Scalar", {TensorArg(empty), IntArg(1)}, {&empty}).ok());
+  EXPECT_TRUE(
+      RunKernel("aten::fill_.Scalar", {TensorArg(empty), IntArg(1)}, {&empty})
+          .ok());
 }
 
-// --- Copy forms of the views -----------------------------------------------------------
+// --- Copy forms of the views
+// -----------------------------------------------------------
 
 TEST(HostKernelsTest, CopyFormsOfViews) {
   for (DType dtype : AllDTypes()) {
@@ -404,60 +492,94 @@ TEST(HostKernelsTest, CopyFormsOfViews) {
     auto at = [&](int i) { return v[i]; };
     OwnedTensor x = MakeTensor(dtype, {2, 3}, v);
     OwnedTensor out32 = MakeOutput(dtype, {3, 2});
-    ASSERT_TRUE(RunKernel("aten::view_copy", {TensorArg(x), IntsArg({3, 2})}, {&out32}).ok());
+    ASSERT_TRUE(
+        RunKernel("aten::view_copy", {TensorArg(x), IntsArg({3, 2})}, {&out32})
+            .ok());
     ExpectValues(out32.view, v, "view_copy");
-    ASSERT_TRUE(RunKernel("aten::permute_copy", {TensorArg(x), IntsArg({1, 0})}, {&out32}).ok());
-    ExpectValues(out32.view, {at(0), at(3), at(1), at(4), at(2), at(5)}, "permute_copy");
-    ASSERT_TRUE(RunKernel("aten::transpose_copy.int", {TensorArg(x), IntArg(-1), IntArg(0)}, {&out32}).ok());
-    ExpectValues(out32.view, {at(0), at(3), at(1), at(4), at(2), at(5)}, "transpose_copy");
+    ASSERT_TRUE(RunKernel("aten::permute_copy", {TensorArg(x), IntsArg({1, 0})},
+                          {&out32})
+                    .ok());
+    ExpectValues(out32.view, {at(0), at(3), at(1), at(4), at(2), at(5)},
+                 "permute_copy");
+    ASSERT_TRUE(RunKernel("aten::transpose_copy.int",
+                          {TensorArg(x), IntArg(-1), IntArg(0)}, {&out32})
+                    .ok());
+    ExpectValues(out32.view, {at(0), at(3), at(1), at(4), at(2), at(5)},
+                 "transpose_copy");
     ASSERT_TRUE(RunKernel("aten::t_copy", {TensorArg(x)}, {&out32}).ok());
-    ExpectValues(out32.view, {at(0), at(3), at(1), at(4), at(2), at(5)}, "t_copy");
+    ExpectValues(out32.view, {at(0), at(3), at(1), at(4), at(2), at(5)},
+                 "t_copy");
     OwnedTensor row = MakeTensor(dtype, {3}, {at(0), at(1), at(2)});
     OwnedTensor out23 = MakeOutput(dtype, {2, 3});
-    ASSERT_TRUE(RunKernel("aten::expand_copy", {TensorArg(row), IntsArg({2, -1}), BoolArg(false)}, {&out23}).ok());
-    ExpectValues(out23.view, {at(0), at(1), at(2), at(0), at(1), at(2)}, "expand_copy");
-    OwnedTensor out22 = MakeOutput(dtype, {2, 2});
-    ASSERT_TRUE(RunKernel("aten::slice_copy.Tensor",
-                          {TensorArg(x), IntArg(1), IntArg(-3), NoneArg(), IntArg(2)}, {&out22})
+    ASSERT_TRUE(RunKernel("aten::expand_copy",
+                          {TensorArg(row), IntsArg({2, -1}), BoolArg(false)},
+                          {&out23})
                     .ok());
+    ExpectValues(out23.view, {at(0), at(1), at(2), at(0), at(1), at(2)},
+                 "expand_copy");
+    OwnedTensor out22 = MakeOutput(dtype, {2, 2});
+    ASSERT_TRUE(
+        RunKernel("aten::slice_copy.Tensor",
+                  {TensorArg(x), IntArg(1), IntArg(-3), NoneArg(), IntArg(2)},
+                  {&out22})
+            .ok());
     ExpectValues(out22.view, {at(0), at(2), at(3), at(5)}, "slice_copy");
     OwnedTensor out3 = MakeOutput(dtype, {3});
-    ASSERT_TRUE(RunKernel("aten::select_copy.int", {TensorArg(x), IntArg(0), IntArg(-1)}, {&out3}).ok());
+    ASSERT_TRUE(RunKernel("aten::select_copy.int",
+                          {TensorArg(x), IntArg(0), IntArg(-1)}, {&out3})
+                    .ok());
     ExpectValues(out3.view, {at(3), at(4), at(5)}, "select_copy");
     OwnedTensor out123 = MakeOutput(dtype, {1, 2, 3});
-    ASSERT_TRUE(RunKernel("aten::unsqueeze_copy", {TensorArg(x), IntArg(0)}, {&out123}).ok());
+    ASSERT_TRUE(
+        RunKernel("aten::unsqueeze_copy", {TensorArg(x), IntArg(0)}, {&out123})
+            .ok());
     ExpectValues(out123.view, v, "unsqueeze_copy");
-    ASSERT_TRUE(RunKernel("aten::squeeze_copy.dim", {TensorArg(out123), IntArg(0)}, {&out23}).ok());
+    ASSERT_TRUE(RunKernel("aten::squeeze_copy.dim",
+                          {TensorArg(out123), IntArg(0)}, {&out23})
+                    .ok());
     ExpectValues(out23.view, v, "squeeze_copy.dim");
     ASSERT_TRUE(RunKernel("aten::alias_copy", {TensorArg(x)}, {&out23}).ok());
     ExpectValues(out23.view, v, "alias_copy");
-    ASSERT_TRUE(RunKernel("aten::clone", {TensorArg(x), NoneArg()}, {&out23}).ok());
+    ASSERT_TRUE(
+        RunKernel("aten::clone", {TensorArg(x), NoneArg()}, {&out23}).ok());
     ExpectValues(out23.view, v, "clone");
   }
 }
 
 TEST(HostKernelsTest, CopyFormsOfStridedInputs) {
   // A transposed input [3,2] over [[0,1,2],[3,4,5]].
-  OwnedTensor xt = MakeStrided(DType::kF32, {3, 2}, {1, 3}, 0, {0, 3, 1, 4, 2, 5});
+  OwnedTensor xt =
+      MakeStrided(DType::kF32, {3, 2}, {1, 3}, 0, {0, 3, 1, 4, 2, 5});
   OwnedTensor flat = MakeOutput(DType::kF32, {6});
-  ASSERT_TRUE(RunKernel("aten::view_copy", {TensorArg(xt), IntsArg({6})}, {&flat}).ok());
+  ASSERT_TRUE(
+      RunKernel("aten::view_copy", {TensorArg(xt), IntsArg({6})}, {&flat})
+          .ok());
   ExpectValues(flat.view, {0, 3, 1, 4, 2, 5});
   // clone into a channels-last-like strided output keeps the values.
-  OwnedTensor out = MakeStrided(DType::kF32, {3, 2}, {1, 3}, 0, {0, 0, 0, 0, 0, 0});
-  ASSERT_TRUE(RunKernel("aten::clone", {TensorArg(xt), NoneArg()}, {&out}).ok());
+  OwnedTensor out =
+      MakeStrided(DType::kF32, {3, 2}, {1, 3}, 0, {0, 0, 0, 0, 0, 0});
+  ASSERT_TRUE(
+      RunKernel("aten::clone", {TensorArg(xt), NoneArg()}, {&out}).ok());
   ExpectValues(out.view, {0, 3, 1, 4, 2, 5});
   // Out-of-range indices are errors.
   OwnedTensor out3 = MakeOutput(DType::kF32, {2});
-  EXPECT_FALSE(RunKernel("aten::select_copy.int", {TensorArg(xt), IntArg(0), IntArg(3)}, {&out3}).ok());
-  EXPECT_FALSE(RunKernel("aten::permute_copy", {TensorArg(xt), IntsArg({0, 0})}, {&out}).ok());
+  EXPECT_FALSE(RunKernel("aten::select_copy.int",
+                         {TensorArg(xt), IntArg(0), IntArg(3)}, {&out3})
+                   .ok());
+  EXPECT_FALSE(
+      RunKernel("aten::permute_copy", {TensorArg(xt), IntsArg({0, 0})}, {&out})
+          .ok());
   // Empty slices.
   OwnedTensor empty = MakeOutput(DType::kF32, {0, 2});
-  EXPECT_TRUE(RunKernel("aten::slice_copy.Tensor",
-                        {TensorArg(xt), IntArg(0), IntArg(5), IntArg(9), IntArg(1)}, {&empty})
-                  .ok());
+  EXPECT_TRUE(
+      RunKernel("aten::slice_copy.Tensor",
+                {TensorArg(xt), IntArg(0), IntArg(5), IntArg(9), IntArg(1)},
+                {&empty})
+          .ok());
 }
 
-// --- Matrix products ----------------------------------------------------------------------
+// --- Matrix products
+// ----------------------------------------------------------------------
 
 // a = [[1,2,3],[4,5,6]], b = [[1,0],[0,1],[1,1]]: a @ b = [[4,5],[10,11]]
 const std::vector<double> kA = {1, 2, 3, 4, 5, 6};
@@ -470,7 +592,9 @@ TEST(HostKernelsTest, MmEveryDType) {
     OwnedTensor a = MakeTensor(dtype, {2, 3}, kA);
     OwnedTensor b = MakeTensor(dtype, {3, 2}, kB);
     OwnedTensor out = MakeOutput(dtype, {2, 2});
-    ASSERT_TRUE(RunKernel("aten::mm", {TensorArg(a), TensorArg(b)}, {&out}).ok()) << DTypeName(dtype);
+    ASSERT_TRUE(
+        RunKernel("aten::mm", {TensorArg(a), TensorArg(b)}, {&out}).ok())
+        << DTypeName(dtype);
     ExpectValues(out.view, kAB, "mm");
   }
 }
@@ -481,11 +605,14 @@ TEST(HostKernelsTest, MmStridedOperandsAndOutputs) {
     OwnedTensor a = MakeStrided(dtype, {2, 3}, {1, 2}, 0, kA);
     OwnedTensor b = MakeStrided(dtype, {3, 2}, {4, 1}, 1, kB);
     OwnedTensor out = MakeStrided(dtype, {2, 2}, {1, 2}, 0, {0, 0, 0, 0});
-    ASSERT_TRUE(RunKernel("aten::mm", {TensorArg(a), TensorArg(b)}, {&out}).ok());
+    ASSERT_TRUE(
+        RunKernel("aten::mm", {TensorArg(a), TensorArg(b)}, {&out}).ok());
     ExpectValues(out.view, kAB, "strided mm");
     // A broadcast (stride 0) operand is not BLAS-compatible: copied first.
-    OwnedTensor ones = MakeStrided(dtype, {3, 2}, {0, 0}, 0, {1, 1, 1, 1, 1, 1});
-    ASSERT_TRUE(RunKernel("aten::mm", {TensorArg(a), TensorArg(ones)}, {&out}).ok());
+    OwnedTensor ones =
+        MakeStrided(dtype, {3, 2}, {0, 0}, 0, {1, 1, 1, 1, 1, 1});
+    ASSERT_TRUE(
+        RunKernel("aten::mm", {TensorArg(a), TensorArg(ones)}, {&out}).ok());
     ExpectValues(out.view, {6, 6, 15, 15}, "broadcast mm");
   }
 }
@@ -499,9 +626,11 @@ TEST(HostKernelsTest, MmEmptyShapes) {
   OwnedTensor none = MakeOutput(DType::kF32, {0, 3});
   OwnedTensor a0 = MakeTensor(DType::kF32, {0, 2}, {});
   OwnedTensor b23 = MakeTensor(DType::kF32, {2, 3}, {1, 2, 3, 4, 5, 6});
-  EXPECT_TRUE(RunKernel("aten::mm", {TensorArg(a0), TensorArg(b23)}, {&none}).ok());
+  EXPECT_TRUE(
+      RunKernel("aten::mm", {TensorArg(a0), TensorArg(b23)}, {&none}).ok());
   OwnedTensor bad = MakeOutput(DType::kF32, {3, 3});
-  EXPECT_FALSE(RunKernel("aten::mm", {TensorArg(b23), TensorArg(b23)}, {&bad}).ok());
+  EXPECT_FALSE(
+      RunKernel("aten::mm", {TensorArg(b23), TensorArg(b23)}, {&bad}).ok());
 }
 
 TEST(HostKernelsTest, AddmmBmmLinear) {
@@ -512,23 +641,32 @@ TEST(HostKernelsTest, AddmmBmmLinear) {
     OwnedTensor out = MakeOutput(dtype, {2, 2});
     // 2 * bias + 3 * (a @ b), bias broadcast over rows.
     ASSERT_TRUE(RunKernel("aten::addmm",
-                          {TensorArg(bias), TensorArg(a), TensorArg(b), IntArg(2), IntArg(3)},
+                          {TensorArg(bias), TensorArg(a), TensorArg(b),
+                           IntArg(2), IntArg(3)},
                           {&out})
                     .ok());
     ExpectValues(out.view, {14, 13, 32, 31}, "addmm");
     // bmm: two batches, the second doubled.
-    OwnedTensor ba = MakeTensor(dtype, {2, 2, 3}, {1, 2, 3, 4, 5, 6, 2, 4, 6, 8, 10, 12});
-    OwnedTensor bb = MakeTensor(dtype, {2, 3, 2}, {1, 0, 0, 1, 1, 1, 1, 0, 0, 1, 1, 1});
+    OwnedTensor ba =
+        MakeTensor(dtype, {2, 2, 3}, {1, 2, 3, 4, 5, 6, 2, 4, 6, 8, 10, 12});
+    OwnedTensor bb =
+        MakeTensor(dtype, {2, 3, 2}, {1, 0, 0, 1, 1, 1, 1, 0, 0, 1, 1, 1});
     OwnedTensor bout = MakeOutput(dtype, {2, 2, 2});
-    ASSERT_TRUE(RunKernel("aten::bmm", {TensorArg(ba), TensorArg(bb)}, {&bout}).ok());
+    ASSERT_TRUE(
+        RunKernel("aten::bmm", {TensorArg(ba), TensorArg(bb)}, {&bout}).ok());
     ExpectValues(bout.view, {4, 5, 10, 11, 8, 10, 20, 22}, "bmm");
     // linear: x [1,2,3] @ w^T with w [2,3] = b^T, plus bias.
     OwnedTensor x = MakeTensor(dtype, {1, 2, 3}, kA);
     OwnedTensor w = MakeTensor(dtype, {2, 3}, {1, 0, 1, 0, 1, 1});
     OwnedTensor lout = MakeOutput(dtype, {1, 2, 2});
-    ASSERT_TRUE(RunKernel("aten::linear", {TensorArg(x), TensorArg(w), TensorArg(bias)}, {&lout}).ok());
+    ASSERT_TRUE(RunKernel("aten::linear",
+                          {TensorArg(x), TensorArg(w), TensorArg(bias)},
+                          {&lout})
+                    .ok());
     ExpectValues(lout.view, {5, 4, 11, 10}, "linear");
-    ASSERT_TRUE(RunKernel("aten::linear", {TensorArg(x), TensorArg(w), NoneArg()}, {&lout}).ok());
+    ASSERT_TRUE(RunKernel("aten::linear",
+                          {TensorArg(x), TensorArg(w), NoneArg()}, {&lout})
+                    .ok());
     ExpectValues(lout.view, kAB, "linear without bias");
   }
 }
@@ -539,39 +677,52 @@ TEST(HostKernelsTest, AddmmWithBetaZeroIgnoresSelf) {
   OwnedTensor b = MakeTensor(DType::kF32, {3, 2}, kB);
   OwnedTensor out = MakeOutput(DType::kF32, {2, 2});
   ASSERT_TRUE(RunKernel("aten::addmm",
-                        {TensorArg(self), TensorArg(a), TensorArg(b), IntArg(0), FloatArg(0.5)},
+                        {TensorArg(self), TensorArg(a), TensorArg(b), IntArg(0),
+                         FloatArg(0.5)},
                         {&out})
                   .ok());
   ExpectValues(out.view, {2, 2.5, 5, 5.5});
 }
 
-// --- Reductions and normalizations ----------------------------------------------------------
+// --- Reductions and normalizations
+// ----------------------------------------------------------
 
 TEST(HostKernelsTest, SumMeanAmax) {
   for (DType dtype : FloatDTypes()) {
     OwnedTensor x = MakeTensor(dtype, {2, 3}, {1, 2, 3, 4, 5, 6});
     OwnedTensor rows = MakeOutput(dtype, {2});
-    ASSERT_TRUE(RunKernel("aten::sum.dim_IntList",
-                          {TensorArg(x), IntsArg({1}), BoolArg(false), NoneArg()}, {&rows})
-                    .ok());
+    ASSERT_TRUE(
+        RunKernel("aten::sum.dim_IntList",
+                  {TensorArg(x), IntsArg({1}), BoolArg(false), NoneArg()},
+                  {&rows})
+            .ok());
     ExpectValues(rows.view, {6, 15}, "sum dim 1");
     OwnedTensor cols = MakeOutput(dtype, {1, 3});
-    ASSERT_TRUE(RunKernel("aten::sum.dim_IntList",
-                          {TensorArg(x), IntsArg({-2}), BoolArg(true), NoneArg()}, {&cols})
-                    .ok());
+    ASSERT_TRUE(
+        RunKernel("aten::sum.dim_IntList",
+                  {TensorArg(x), IntsArg({-2}), BoolArg(true), NoneArg()},
+                  {&cols})
+            .ok());
     ExpectValues(cols.view, {5, 7, 9}, "sum dim -2 keepdim");
     OwnedTensor all = MakeOutput(dtype, {});
     ASSERT_TRUE(RunKernel("aten::sum.dim_IntList",
-                          {TensorArg(x), NoneArg(), BoolArg(false), NoneArg()}, {&all})
+                          {TensorArg(x), NoneArg(), BoolArg(false), NoneArg()},
+                          {&all})
                     .ok());
     ExpectValues(all.view, {21}, "sum all");
-    ASSERT_TRUE(RunKernel("aten::mean.dim",
-                          {TensorArg(x), IntsArg({1}), BoolArg(false), NoneArg()}, {&rows})
-                    .ok());
+    ASSERT_TRUE(
+        RunKernel("aten::mean.dim",
+                  {TensorArg(x), IntsArg({1}), BoolArg(false), NoneArg()},
+                  {&rows})
+            .ok());
     ExpectValues(rows.view, {2, 5}, "mean");
-    ASSERT_TRUE(RunKernel("aten::amax", {TensorArg(x), IntsArg({0}), BoolArg(true)}, {&cols}).ok());
+    ASSERT_TRUE(RunKernel("aten::amax",
+                          {TensorArg(x), IntsArg({0}), BoolArg(true)}, {&cols})
+                    .ok());
     ExpectValues(cols.view, {4, 5, 6}, "amax dim 0");
-    ASSERT_TRUE(RunKernel("aten::amax", {TensorArg(x), IntsArg({}), BoolArg(false)}, {&all}).ok());
+    ASSERT_TRUE(RunKernel("aten::amax",
+                          {TensorArg(x), IntsArg({}), BoolArg(false)}, {&all})
+                    .ok());
     ExpectValues(all.view, {6}, "amax all");
   }
 }
@@ -580,35 +731,60 @@ TEST(HostKernelsTest, ReductionsOfIntegersBoolsStridedAndEmpty) {
   // sum of ints and bools accumulates in int64.
   OwnedTensor i = MakeTensor(DType::kI8, {4}, {100, 100, 100, -3});
   OwnedTensor s = MakeOutput(DType::kI64, {});
-  ASSERT_TRUE(RunKernel("aten::sum.dim_IntList", {TensorArg(i), NoneArg(), BoolArg(false), NoneArg()}, {&s}).ok());
+  ASSERT_TRUE(RunKernel("aten::sum.dim_IntList",
+                        {TensorArg(i), NoneArg(), BoolArg(false), NoneArg()},
+                        {&s})
+                  .ok());
   ExpectValues(s.view, {297});
   OwnedTensor b = MakeTensor(DType::kBool, {3}, {1, 0, 1});
-  ASSERT_TRUE(RunKernel("aten::sum.dim_IntList", {TensorArg(b), IntsArg({0}), BoolArg(false), NoneArg()}, {&s}).ok());
+  ASSERT_TRUE(RunKernel("aten::sum.dim_IntList",
+                        {TensorArg(b), IntsArg({0}), BoolArg(false), NoneArg()},
+                        {&s})
+                  .ok());
   ExpectValues(s.view, {2});
   OwnedTensor imax = MakeOutput(DType::kI8, {});
-  ASSERT_TRUE(RunKernel("aten::amax", {TensorArg(i), IntsArg({0}), BoolArg(false)}, {&imax}).ok());
+  ASSERT_TRUE(RunKernel("aten::amax",
+                        {TensorArg(i), IntsArg({0}), BoolArg(false)}, {&imax})
+                  .ok());
   ExpectValues(imax.view, {100});
   // mean of ints with a floating dtype output.
   OwnedTensor m = MakeOutput(DType::kF32, {});
-  ASSERT_TRUE(RunKernel("aten::mean.dim", {TensorArg(i), IntsArg({0}), BoolArg(false), NoneArg()}, {&m}).ok());
+  ASSERT_TRUE(RunKernel("aten::mean.dim",
+                        {TensorArg(i), IntsArg({0}), BoolArg(false), NoneArg()},
+                        {&m})
+                  .ok());
   ExpectValues(m.view, {74.25});
   // A transposed input.
-  OwnedTensor xt = MakeStrided(DType::kF32, {3, 2}, {1, 3}, 0, {1, 4, 2, 5, 3, 6});
+  OwnedTensor xt =
+      MakeStrided(DType::kF32, {3, 2}, {1, 3}, 0, {1, 4, 2, 5, 3, 6});
   OwnedTensor r = MakeOutput(DType::kF32, {3});
-  ASSERT_TRUE(RunKernel("aten::sum.dim_IntList", {TensorArg(xt), IntsArg({1}), BoolArg(false), NoneArg()}, {&r}).ok());
+  ASSERT_TRUE(
+      RunKernel("aten::sum.dim_IntList",
+                {TensorArg(xt), IntsArg({1}), BoolArg(false), NoneArg()}, {&r})
+          .ok());
   ExpectValues(r.view, {5, 7, 9});
   // Empty reductions: sum is 0, mean NaN, amax an error.
   OwnedTensor e = MakeTensor(DType::kF32, {2, 0}, {});
   OwnedTensor e2 = MakeOutput(DType::kF32, {2});
-  ASSERT_TRUE(RunKernel("aten::sum.dim_IntList", {TensorArg(e), IntsArg({1}), BoolArg(false), NoneArg()}, {&e2}).ok());
+  ASSERT_TRUE(RunKernel("aten::sum.dim_IntList",
+                        {TensorArg(e), IntsArg({1}), BoolArg(false), NoneArg()},
+                        {&e2})
+                  .ok());
   ExpectValues(e2.view, {0, 0});
-  ASSERT_TRUE(RunKernel("aten::mean.dim", {TensorArg(e), IntsArg({1}), BoolArg(false), NoneArg()}, {&e2}).ok());
+  ASSERT_TRUE(RunKernel("aten::mean.dim",
+                        {TensorArg(e), IntsArg({1}), BoolArg(false), NoneArg()},
+                        {&e2})
+                  .ok());
   ExpectValues(e2.view, {NAN, NAN});
-  EXPECT_FALSE(RunKernel("aten::amax", {TensorArg(e), IntsArg({1}), BoolArg(false)}, {&e2}).ok());
+  EXPECT_FALSE(RunKernel("aten::amax",
+                         {TensorArg(e), IntsArg({1}), BoolArg(false)}, {&e2})
+                   .ok());
   // amax propagates NaN.
   OwnedTensor n = MakeTensor(DType::kF32, {3}, {1, NAN, 2});
   OwnedTensor nm = MakeOutput(DType::kF32, {});
-  ASSERT_TRUE(RunKernel("aten::amax", {TensorArg(n), IntsArg({0}), BoolArg(false)}, {&nm}).ok());
+  ASSERT_TRUE(RunKernel("aten::amax",
+                        {TensorArg(n), IntsArg({0}), BoolArg(false)}, {&nm})
+                  .ok());
   ExpectValues(nm.view, {NAN});
 }
 
@@ -616,14 +792,19 @@ TEST(HostKernelsTest, Softmax) {
   for (DType dtype : FloatDTypes()) {
     OwnedTensor x = MakeTensor(dtype, {2, 3}, {0, 0, 0, 1, 2, 3});
     OwnedTensor out = MakeOutput(dtype, {2, 3});
-    ASSERT_TRUE(RunKernel("aten::_softmax", {TensorArg(x), IntArg(1), BoolArg(false)}, {&out}).ok());
+    ASSERT_TRUE(RunKernel("aten::_softmax",
+                          {TensorArg(x), IntArg(1), BoolArg(false)}, {&out})
+                    .ok());
     const double e = std::exp(1.0), s = 1 + e + e * e;
-    ExpectValues(out.view, {1.0 / 3, 1.0 / 3, 1.0 / 3, 1 / s, e / s, e * e / s}, "softmax");
+    ExpectValues(out.view, {1.0 / 3, 1.0 / 3, 1.0 / 3, 1 / s, e / s, e * e / s},
+                 "softmax");
   }
   // Along dim 0 of a strided input; half_to_float writes an f32 output.
   OwnedTensor x = MakeStrided(DType::kF16, {2, 2}, {1, 2}, 0, {0, 0, 1, 1});
   OwnedTensor out = MakeOutput(DType::kF32, {2, 2});
-  ASSERT_TRUE(RunKernel("aten::_softmax", {TensorArg(x), IntArg(0), BoolArg(true)}, {&out}).ok());
+  ASSERT_TRUE(RunKernel("aten::_softmax",
+                        {TensorArg(x), IntArg(0), BoolArg(true)}, {&out})
+                  .ok());
   const double p = 1 / (1 + std::exp(1.0));
   ExpectValues(out.view, {p, p, 1 - p, 1 - p});
 }
@@ -637,7 +818,8 @@ TEST(HostKernelsTest, NativeLayerNorm) {
     OwnedTensor mean = MakeOutput(dtype, {2, 1});
     OwnedTensor rstd = MakeOutput(dtype, {2, 1});
     ASSERT_TRUE(RunKernel("aten::native_layer_norm",
-                          {TensorArg(x), IntsArg({2}), TensorArg(w), TensorArg(b), FloatArg(0)},
+                          {TensorArg(x), IntsArg({2}), TensorArg(w),
+                           TensorArg(b), FloatArg(0)},
                           {&out, &mean, &rstd})
                     .ok());
     // row 0: mean 2, var 1 -> normalized [-1, 1] -> [-2, 2]; row 1: var 0
@@ -653,7 +835,8 @@ TEST(HostKernelsTest, NativeLayerNorm) {
   OwnedTensor mean = MakeOutput(DType::kF64, {1, 1, 1});
   OwnedTensor rstd = MakeOutput(DType::kF64, {1, 1, 1});
   ASSERT_TRUE(RunKernel("aten::native_layer_norm",
-                        {TensorArg(x), IntsArg({2, 2}), NoneArg(), NoneArg(), FloatArg(1e-5)},
+                        {TensorArg(x), IntsArg({2, 2}), NoneArg(), NoneArg(),
+                         FloatArg(1e-5)},
                         {&out, &mean, &rstd})
                   .ok());
   const double r = 1 / std::sqrt(1.25 + 1e-5);
@@ -667,7 +850,8 @@ TEST(HostKernelsTest, Cat) {
     OwnedTensor a = MakeTensor(dtype, {1, 2}, {1, 0});
     OwnedTensor b = MakeTensor(dtype, {2, 2}, {0, 1, 1, 1});
     OwnedTensor out = MakeOutput(dtype, {3, 2});
-    ASSERT_TRUE(RunKernel("aten::cat", {ListArg({&a, &b}), IntArg(0)}, {&out}).ok());
+    ASSERT_TRUE(
+        RunKernel("aten::cat", {ListArg({&a, &b}), IntArg(0)}, {&out}).ok());
     ExpectValues(out.view, {1, 0, 0, 1, 1, 1}, "cat dim 0");
   }
   // Along the last dim, with a strided input, a legacy empty [0] input and a
@@ -676,10 +860,13 @@ TEST(HostKernelsTest, Cat) {
   OwnedTensor empty = MakeTensor(DType::kF32, {0}, {});
   OwnedTensor c = MakeTensor(DType::kI32, {2, 1}, {5, 6});
   OwnedTensor out = MakeOutput(DType::kF32, {2, 3});
-  ASSERT_TRUE(RunKernel("aten::cat", {ListArg({&a, &empty, &c}), IntArg(-1)}, {&out}).ok());
+  ASSERT_TRUE(
+      RunKernel("aten::cat", {ListArg({&a, &empty, &c}), IntArg(-1)}, {&out})
+          .ok());
   ExpectValues(out.view, {1, 2, 5, 3, 4, 6});
   OwnedTensor wrong = MakeOutput(DType::kF32, {2, 4});
-  EXPECT_FALSE(RunKernel("aten::cat", {ListArg({&a, &c}), IntArg(1)}, {&wrong}).ok());
+  EXPECT_FALSE(
+      RunKernel("aten::cat", {ListArg({&a, &c}), IntArg(1)}, {&wrong}).ok());
 }
 
 TEST(HostKernelsTest, CopyStridedHostBroadcastsAndRefusesMismatches) {

@@ -28,7 +28,8 @@ OwnedTensor Allocate(DType dtype, std::vector<int64_t> sizes,
   t.view.dtype = dtype;
   t.view.sizes.assign(sizes.begin(), sizes.end());
   t.view.strides.assign(strides.begin(), strides.end());
-  t.view.data = reinterpret_cast<std::byte*>(t.storage.data()) + offset * ElementSize(dtype);
+  t.view.data = reinterpret_cast<std::byte*>(t.storage.data()) +
+                offset * ElementSize(dtype);
   return t;
 }
 
@@ -40,8 +41,8 @@ void Fill(OwnedTensor& t, const std::vector<double>& values) {
   for (int64_t i = 0; i < n && i < static_cast<int64_t>(values.size()); ++i) {
     int64_t offset = 0;
     for (int64_t d = 0; d < v.dim(); ++d) offset += index[d] * v.strides[d];
-    element::StoreDouble(static_cast<int>(v.dtype), v.bytes() + offset * v.element_size(),
-                         values[i]);
+    element::StoreDouble(static_cast<int>(v.dtype),
+                         v.bytes() + offset * v.element_size(), values[i]);
     for (int64_t d = v.dim() - 1; d >= 0; --d) {
       if (++index[d] < v.sizes[d]) break;
       index[d] = 0;
@@ -73,11 +74,14 @@ std::vector<double> Values(const TensorView& view) {
   std::vector<double> values;
   const int64_t es = view.element_size();
   for (int64_t i = 0; i < view.numel(); ++i)
-    values.push_back(element::LoadAsDouble(static_cast<int>(view.dtype), dense.data() + i * es));
+    values.push_back(element::LoadAsDouble(static_cast<int>(view.dtype),
+                                           dense.data() + i * es));
   return values;
 }
 
-std::vector<double> Values(const HostTensor& tensor) { return Values(tensor.view()); }
+std::vector<double> Values(const HostTensor& tensor) {
+  return Values(tensor.view());
+}
 
 std::vector<double> Rounded(DType dtype, const std::vector<double>& values) {
   std::vector<double> rounded;
@@ -143,17 +147,20 @@ absl::Status RunKernel(std::string_view op, const std::vector<KernelArg>& args,
 Program ParseProgram(std::string_view text) {
   v1::LowerRequest request;
   bool bare = false;
-  absl::Status status = ParseRequest(text, FileFormat::kText, "test program", &request, &bare);
+  absl::Status status =
+      ParseRequest(text, FileFormat::kText, "test program", &request, &bare);
   EXPECT_TRUE(status.ok()) << status;
   Diagnostics diagnostics;
   Program program = ImportProgram(request.program(), diagnostics);
   if (!diagnostics.HasErrors()) ValidateProgram(program, diagnostics);
-  EXPECT_FALSE(diagnostics.HasErrors()) << FormatDiagnosticsText(diagnostics, "test program");
+  EXPECT_FALSE(diagnostics.HasErrors())
+      << FormatDiagnosticsText(diagnostics, "test program");
   return program;
 }
 
 Program LoadProgramFile(std::string_view name) {
-  std::ifstream in(std::string(FERRY_RUNTIME_TEST_PROGRAMS) + "/" + std::string(name));
+  std::ifstream in(std::string(FERRY_RUNTIME_TEST_PROGRAMS) + "/" +
+                   std::string(name));
   EXPECT_TRUE(in.good()) << "cannot read " << name;
   std::stringstream text;
   text << in.rdbuf();

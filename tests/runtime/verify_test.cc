@@ -57,49 +57,59 @@ TEST(VerifyTeethTest, NoCopyAfterHostWriteIsAMismatch) {
   EXPECT_GE(c.first_mismatch_index, 0);
   EXPECT_NE(c.expected_value, c.actual_value);
   EXPECT_GT(c.max_abs_error, c.atol);
-  EXPECT_NE(report.Summary().find("MISMATCH"), std::string::npos) << report.Summary();
+  EXPECT_NE(report.Summary().find("MISMATCH"), std::string::npos)
+      << report.Summary();
   ExpectVerifies("b2_original.textproto", "b2_lowered.textproto");
 }
 
 // A delegate on cuda:0 given host memory (no H2D).
 TEST(VerifyTeethTest, HostMemoryUsedAsDeviceMemoryNamesTheDelegate) {
-  VerifyReport report = VerifyOnSim("a1_original.textproto",
-                                    "a1_lowered_host_memory_as_device.textproto");
+  VerifyReport report = VerifyOnSim(
+      "a1_original.textproto", "a1_lowered_host_memory_as_device.textproto");
   EXPECT_EQ(report.error,
-            "method 'forward': delegate 'd0' (module 'm0' on cuda:0): argument 0 ('a') is in "
+            "method 'forward': delegate 'd0' (module 'm0' on cuda:0): argument "
+            "0 ('a') is in "
             "host memory, not sim cuda:0 memory");
 }
 
 // B1: the module was compiled for w contiguous but is handed the stored,
 // transposed layout: as its owned constant, or as an input.
-TEST(VerifyTeethTest, StoredLayoutInsteadOfCompiledNamesTheDelegateAndBothLayouts) {
-  VerifyReport owned = VerifyOnSim("b1_original.textproto", "b1_lowered_stored_layout.textproto");
+TEST(VerifyTeethTest,
+     StoredLayoutInsteadOfCompiledNamesTheDelegateAndBothLayouts) {
+  VerifyReport owned = VerifyOnSim("b1_original.textproto",
+                                   "b1_lowered_stored_layout.textproto");
   ExpectErrorMentions(owned, {"delegate 'd0'", "constant 'w'",
-                              "f32[4,3] strides [1,4] offset 0", "f32[4,3] strides [3,1] offset 0"});
-  VerifyReport input =
-      VerifyOnSim("b1_original.textproto", "b1_lowered_stored_layout_input.textproto");
+                              "f32[4,3] strides [1,4] offset 0",
+                              "f32[4,3] strides [3,1] offset 0"});
+  VerifyReport input = VerifyOnSim("b1_original.textproto",
+                                   "b1_lowered_stored_layout_input.textproto");
   EXPECT_EQ(input.error,
-            "method 'forward': delegate 'd0' (module 'm0' on cuda:0): argument 1 ('w_h2d') is laid "
-            "out as f32[4,3] strides [1,4] offset 0 but the module was compiled for f32[4,3] "
+            "method 'forward': delegate 'd0' (module 'm0' on cuda:0): argument "
+            "1 ('w_h2d') is laid "
+            "out as f32[4,3] strides [1,4] offset 0 but the module was "
+            "compiled for f32[4,3] "
             "strides [3,1] offset 0");
   ExpectVerifies("b1_original.textproto", "b1_lowered.textproto");
 }
 
 // B3: the bare delegate result is read by a host op with no D2H.
 TEST(VerifyTeethTest, MissingD2HOnABareResultNamesTheHostReader) {
-  VerifyReport report = VerifyOnSim("b3_original.textproto", "b3_lowered_missing_d2h.textproto");
+  VerifyReport report =
+      VerifyOnSim("b3_original.textproto", "b3_lowered_missing_d2h.textproto");
   EXPECT_EQ(report.error,
-            "method 'forward': node 'r': host operator aten::relu given memory on sim cuda:0 "
+            "method 'forward': node 'r': host operator aten::relu given memory "
+            "on sim cuda:0 "
             "(argument 'self', value 'd0')");
   ExpectVerifies("b3_original.textproto", "b3_lowered.textproto");
 }
 
 // B7: copies "to cpu" for a cpu-target delegate.
 TEST(VerifyTeethTest, CpuTargetCopiesNameTheCopy) {
-  VerifyReport report =
-      VerifyOnSim("b7_original.textproto", "b7_lowered_cpu_target_copies.textproto");
+  VerifyReport report = VerifyOnSim("b7_original.textproto",
+                                    "b7_lowered_cpu_target_copies.textproto");
   EXPECT_EQ(report.error,
-            "method 'forward': node 'a_h2d': H2D copy targets cpu: its result must be on a device");
+            "method 'forward': node 'a_h2d': H2D copy targets cpu: its result "
+            "must be on a device");
   ExpectVerifies("b7_original.textproto", "b7_lowered.textproto");
 }
 
@@ -119,23 +129,30 @@ TEST(VerifyTest, ReportsAsJsonAndText) {
   c.atol = 1e-5;
   c.rtol = 1e-5;
   report.outputs.push_back(c);
-  EXPECT_EQ(report.ToJson(),
-            "{\"ok\":false,\"device\":\"sim\",\"error\":\"\",\"outputs\":[{\"method\":\"forward\","
-            "\"output_index\":0,\"dtype\":\"f32\",\"match\":false,\"mismatched_elements\":2,"
-            "\"first_mismatch_index\":3,\"expected_value\":0.5,\"actual_value\":\"NaN\","
-            "\"max_abs_error\":1,\"max_rel_error\":0,\"atol\":1.0000000000000001e-05,"
-            "\"rtol\":1.0000000000000001e-05}]}");
+  EXPECT_EQ(
+      report.ToJson(),
+      "{\"ok\":false,\"device\":\"sim\",\"error\":\"\",\"outputs\":[{"
+      "\"method\":\"forward\","
+      "\"output_index\":0,\"dtype\":\"f32\",\"match\":false,\"mismatched_"
+      "elements\":2,"
+      "\"first_mismatch_index\":3,\"expected_value\":0.5,\"actual_value\":"
+      "\"NaN\","
+      "\"max_abs_error\":1,\"max_rel_error\":0,\"atol\":1.0000000000000001e-05,"
+      "\"rtol\":1.0000000000000001e-05}]}");
   EXPECT_EQ(report.Summary(),
             "verify on sim: MISMATCH\n"
-            "  forward output 0 (f32): 2 element(s) differ; first at index 3: expected 0.5, got "
+            "  forward output 0 (f32): 2 element(s) differ; first at index 3: "
+            "expected 0.5, got "
             "nan; max abs error 1, max rel error 0 (atol 1e-05, rtol 1e-05)\n");
 }
 
 TEST(VerifyTest, TolerancesDependOnDTypeAndBackend) {
   EXPECT_EQ(ToleranceFor(DType::kI32, "sim").atol, 0);
   EXPECT_EQ(ToleranceFor(DType::kBool, "cuda").rtol, 0);
-  EXPECT_LT(ToleranceFor(DType::kF32, "sim").atol, ToleranceFor(DType::kF16, "sim").atol);
-  EXPECT_LT(ToleranceFor(DType::kF32, "sim").atol, ToleranceFor(DType::kF32, "cuda").atol);
+  EXPECT_LT(ToleranceFor(DType::kF32, "sim").atol,
+            ToleranceFor(DType::kF16, "sim").atol);
+  EXPECT_LT(ToleranceFor(DType::kF32, "sim").atol,
+            ToleranceFor(DType::kF32, "cuda").atol);
 }
 
 TEST(VerifyTest, DevicesAndUnavailableCuda) {
@@ -158,25 +175,79 @@ TEST(VerifyTest, DevicesAndUnavailableCuda) {
   }
   options.device = VerifyDevice::kSim;
   options.keep_going = [] { return false; };
-  EXPECT_EQ(VerifyPrograms(o, l, options).status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(VerifyPrograms(o, l, options).status().code(),
+            absl::StatusCode::kCancelled);
 }
 
 TEST(VerifyTest, IntegerOutputsCompareExactly) {
   Program program = ParseProgram(R"pb(
     methods {
       name: "forward"
-      nodes { name: "a" input { kind: USER_INPUT } tensor { dtype: I64 sizes: [5] } }
-      nodes { name: "b" call { op: "aten::mul.Scalar" args { value: "a" } args { int_value: 3 } } tensor { dtype: I64 sizes: [5] } }
-      nodes { name: "output" output { values { value: "b" } } }
+      nodes {
+        name: "a"
+        input { kind: USER_INPUT }
+        tensor {
+          dtype: I64
+          sizes: [ 5 ]
+        }
+      }
+      nodes {
+        name: "b"
+        call {
+          op: "aten::mul.Scalar"
+          args { value: "a" }
+          args { int_value: 3 }
+        }
+        tensor {
+          dtype: I64
+          sizes: [ 5 ]
+        }
+      }
+      nodes {
+        name: "output"
+        output { values { value: "b" } }
+      }
     }
   )pb");
   Program off_by_one = ParseProgram(R"pb(
     methods {
       name: "forward"
-      nodes { name: "a" input { kind: USER_INPUT } tensor { dtype: I64 sizes: [5] } }
-      nodes { name: "b" call { op: "aten::mul.Scalar" args { value: "a" } args { int_value: 3 } } tensor { dtype: I64 sizes: [5] } }
-      nodes { name: "c" call { op: "aten::add.Scalar" args { value: "b" } args { int_value: 1 } } tensor { dtype: I64 sizes: [5] } }
-      nodes { name: "output" output { values { value: "c" } } }
+      nodes {
+        name: "a"
+        input { kind: USER_INPUT }
+        tensor {
+          dtype: I64
+          sizes: [ 5 ]
+        }
+      }
+      nodes {
+        name: "b"
+        call {
+          op: "aten::mul.Scalar"
+          args { value: "a" }
+          args { int_value: 3 }
+        }
+        tensor {
+          dtype: I64
+          sizes: [ 5 ]
+        }
+      }
+      nodes {
+        name: "c"
+        call {
+          op: "aten::add.Scalar"
+          args { value: "b" }
+          args { int_value: 1 }
+        }
+        tensor {
+          dtype: I64
+          sizes: [ 5 ]
+        }
+      }
+      nodes {
+        name: "output"
+        output { values { value: "c" } }
+      }
     }
   )pb");
   VerifyOptions options;
@@ -184,7 +255,8 @@ TEST(VerifyTest, IntegerOutputsCompareExactly) {
   absl::StatusOr<VerifyReport> same = VerifyPrograms(program, program, options);
   ASSERT_TRUE(same.ok());
   EXPECT_TRUE(same->ok) << same->Summary();
-  absl::StatusOr<VerifyReport> off = VerifyPrograms(program, off_by_one, options);
+  absl::StatusOr<VerifyReport> off =
+      VerifyPrograms(program, off_by_one, options);
   ASSERT_TRUE(off.ok());
   EXPECT_FALSE(off->ok);
   EXPECT_EQ(off->outputs[0].mismatched_elements, 5);

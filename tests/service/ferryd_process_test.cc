@@ -1,93 +1,18 @@
 // The real ferryd binary: flags and config file, the address on stdout's
 // first line, /metrics, the probe mode, and SIGTERM (health NOT_SERVING,
 // new work refused, in-flight work finished, exit 0).
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <cstdio>
-#include <fstream>
 #include <future>
-#include <sstream>
-#include <thread>
 
 #include "client/testing/synthetic_program.h"
 #include "ferry/client.h"
 #include "tests/service/service_test_support.h"
 
-extern char** environ;
-
 namespace ferry::testing {
 namespace {
-
-// A child process with its stdout on a pipe and its stderr in a file.
-class Process {
- public:
-  Process(std::vector<std::string> args, const std::string& stderr_path) {
-    int out[2];
-    EXPECT_EQ(pipe(out), 0);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
-    posix_spawn_file_actions_addclose(&actions, out[0]);
-    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO,
-                                     stderr_path.c_str(),
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    std::vector<char*> argv;
-    for (std::string& arg : args) argv.push_back(arg.data());
-    argv.push_back(nullptr);
-    EXPECT_EQ(posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(),
-                          environ),
-              0);
-    posix_spawn_file_actions_destroy(&actions);
-    close(out[1]);
-    stdout_ = fdopen(out[0], "r");
-  }
-  ~Process() {
-    if (pid_ > 0 && !exited_) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-    if (stdout_ != nullptr) fclose(stdout_);
-  }
-
-  std::string ReadLine() {
-    char buffer[512];
-    if (fgets(buffer, sizeof(buffer), stdout_) == nullptr) return "";
-    std::string line(buffer);
-    while (!line.empty() && line.back() == '\n') line.pop_back();
-    return line;
-  }
-  void Signal(int signal_number) { kill(pid_, signal_number); }
-  // The exit status, or -1 when it did not exit within `timeout`.
-  int WaitForExit(std::chrono::milliseconds timeout) {
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < deadline) {
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        exited_ = true;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return -1;
-  }
-
- private:
-  pid_t pid_ = -1;
-  bool exited_ = false;
-  FILE* stdout_ = nullptr;
-};
-
-std::string ReadAll(const std::string& path) {
-  std::stringstream text;
-  text << std::ifstream(path).rdbuf();
-  return text.str();
-}
 
 TEST(FerrydProcessTest, ServesThenDrainsOnSigtermAndExitsZero) {
   TempDir dir;
@@ -98,18 +23,17 @@ TEST(FerrydProcessTest, ServesThenDrainsOnSigtermAndExitsZero) {
             "max-nodes = 50000   # trailing comment\n"
             "default-deadline = 20s\n"
             "listen = 127.0.0.1:1\n");  // overridden by the flag below
-  Process ferryd({FERRYD_PATH, "--config", dir.File("ferryd.conf"),
-                  "--listen=127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
-                  "--drain-grace", "20s"},
-                 dir.File("stderr"));
+  Process ferryd(
+      {FERRYD_PATH, "--config", dir.File("ferryd.conf"), "--listen=127.0.0.1:0",
+       "--metrics-listen", "127.0.0.1:0", "--drain-grace", "20s"},
+      dir.File("stderr"));
   std::string address = ferryd.ReadLine();
   std::string metrics_address = ferryd.ReadLine();
   ASSERT_EQ(address.rfind("127.0.0.1:", 0), 0u) << address;
   ASSERT_EQ(metrics_address.rfind("127.0.0.1:", 0), 0u) << metrics_address;
 
-  auto client = Connect(address, [](ClientOptions& options) {
-    options.retry.max_attempts = 1;
-  });
+  auto client = Connect(
+      address, [](ClientOptions& options) { options.retry.max_attempts = 1; });
   absl::StatusOr<v1::GetCapabilitiesResponse> caps = client->GetCapabilities();
   ASSERT_TRUE(caps.ok()) << caps.status();
   EXPECT_EQ(caps->limits().max_concurrent_jobs(), 1);
@@ -134,8 +58,8 @@ TEST(FerrydProcessTest, ServesThenDrainsOnSigtermAndExitsZero) {
                        std::stoi(metrics_address.substr(colon + 1)));
   ASSERT_TRUE(Eventually([&] {
     httplib::Result scraped = http.Get("/metrics");
-    return scraped && scraped->body.find("ferry_jobs_running 1") !=
-                          std::string::npos;
+    return scraped &&
+           scraped->body.find("ferry_jobs_running 1") != std::string::npos;
   }));
   ferryd.Signal(SIGTERM);
   ASSERT_TRUE(Eventually([&] {
@@ -150,7 +74,7 @@ TEST(FerrydProcessTest, ServesThenDrainsOnSigtermAndExitsZero) {
   EXPECT_TRUE(finished->ok());
   EXPECT_EQ(ferryd.WaitForExit(std::chrono::seconds(20)), 0);
 
-  std::string log = ReadAll(dir.File("stderr"));
+  std::string log = ReadFileText(dir.File("stderr"));
   EXPECT_NE(log.find("\"event\":\"start\""), std::string::npos) << log;
   EXPECT_NE(log.find("\"event\":\"drain\""), std::string::npos) << log;
   EXPECT_NE(log.find("\"in_flight_finished\":true"), std::string::npos) << log;
@@ -161,11 +85,11 @@ TEST(FerrydProcessTest, RejectsUnknownFlagsAndBadValues) {
   TempDir dir;
   Process unknown({FERRYD_PATH, "--listne", "127.0.0.1:0"}, dir.File("e1"));
   EXPECT_EQ(unknown.WaitForExit(std::chrono::seconds(10)), 2);
-  EXPECT_NE(ReadAll(dir.File("e1")).find("unknown flag --listne"),
+  EXPECT_NE(ReadFileText(dir.File("e1")).find("unknown flag --listne"),
             std::string::npos);
   Process bad({FERRYD_PATH, "--workers", "zero"}, dir.File("e2"));
   EXPECT_EQ(bad.WaitForExit(std::chrono::seconds(10)), 2);
-  EXPECT_NE(ReadAll(dir.File("e2")).find("--workers"), std::string::npos);
+  EXPECT_NE(ReadFileText(dir.File("e2")).find("--workers"), std::string::npos);
 }
 
 }  // namespace

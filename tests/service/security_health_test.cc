@@ -95,9 +95,9 @@ TEST_F(TlsTest, MutualTlsRefusesClientsWithoutAnAcceptedCertificate) {
   auto no_cert = TlsClient(*server, certificates_.ca);
   EXPECT_EQ(no_cert->GetCapabilities().status().code(),
             absl::StatusCode::kUnavailable);
-  auto rogue = TlsClient(*server, certificates_.ca,
-                         certificates_.rogue_client_cert,
-                         certificates_.rogue_client_key);
+  auto rogue =
+      TlsClient(*server, certificates_.ca, certificates_.rogue_client_cert,
+                certificates_.rogue_client_key);
   EXPECT_EQ(rogue->GetCapabilities().status().code(),
             absl::StatusCode::kUnavailable);
   EXPECT_EQ(server->metrics().RequestCount("GetCapabilities", "OK"), 0);

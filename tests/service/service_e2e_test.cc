@@ -43,10 +43,16 @@ v1::LowerRequest DanglingReferenceRequest() {
         }
         nodes {
           name: "out"
-          call { op: "aten::relu" args { value: "nope" } }
+          call {
+            op: "aten::relu"
+            args { value: "nope" }
+          }
           tensor { dtype: F32 sizes: 4 sizes: 4 }
         }
-        nodes { name: "output" output { values { value: "out" } } }
+        nodes {
+          name: "output"
+          output { values { value: "out" } }
+        }
       }
     })pb");
 }
@@ -87,7 +93,10 @@ v1::LowerRequest FailsToCompileRequest() {
           tensor { dtype: F32 sizes: 4 sizes: 4 }
           delegation_tag: "p0"
         }
-        nodes { name: "output" output { values { value: "sum" } } }
+        nodes {
+          name: "output"
+          output { values { value: "sum" } }
+        }
       }
     }
     options { skip_h2d_for_method_inputs { default_value: true } })pb");
@@ -268,9 +277,9 @@ TEST(ServiceTest, GetCapabilitiesAdvertisesLimitsPassesAndDevices) {
             passes.end());
   std::vector<std::string> options(caps->lower_options().begin(),
                                    caps->lower_options().end());
-  EXPECT_NE(std::find(options.begin(), options.end(),
-                      "skip_h2d_for_method_inputs"),
-            options.end());
+  EXPECT_NE(
+      std::find(options.begin(), options.end(), "skip_h2d_for_method_inputs"),
+      options.end());
   std::vector<std::string> devices(caps->devices().begin(),
                                    caps->devices().end());
   EXPECT_NE(std::find(devices.begin(), devices.end(), "sim"), devices.end());
@@ -281,13 +290,13 @@ TEST(ServiceTest, GetCapabilitiesAdvertisesLimitsPassesAndDevices) {
 
 TEST(ServiceTest, OversizeRequestIsResourceExhaustedWithQuotaFailure) {
   ServerConfig config = LoopbackConfig();
-  config.max_message_bytes = 2048;
+  config.max_message_bytes = 3000;
   auto server = StartServer(config);
   ASSERT_NE(server, nullptr);
   auto client = Connect(server->address());
-  v1::LowerRequest request = SyntheticChainRequest(100);
-  ASSERT_GT(request.ByteSizeLong(), 2048u);
-  ASSERT_LT(request.ByteSizeLong(), 2 * 2048u);  // reaches the service
+  v1::LowerRequest request = SyntheticChainRequest(80);
+  ASSERT_GT(request.ByteSizeLong(), 3000u);
+  ASSERT_LT(request.ByteSizeLong(), 2 * 3000u);  // reaches the service
 
   absl::StatusOr<v1::LowerResponse> response = client->Lower(request);
   ASSERT_EQ(response.status().code(), absl::StatusCode::kResourceExhausted)
@@ -298,10 +307,14 @@ TEST(ServiceTest, OversizeRequestIsResourceExhaustedWithQuotaFailure) {
   ASSERT_EQ(quota->violations_size(), 1);
   EXPECT_EQ(quota->violations(0).subject(), "request_bytes");
 
-  // Far over the limit, gRPC itself refuses the message.
-  absl::StatusOr<v1::LowerResponse> huge =
-      client->Lower(SyntheticChainRequest(1000));
+  // Far over the limit (past 2x + 64KiB), gRPC itself refuses the message,
+  // with the same code but no details.
+  v1::LowerRequest huge_request = SyntheticChainRequest(4000);
+  ASSERT_GT(huge_request.ByteSizeLong(), 2 * 3000u + 65536u);
+  absl::StatusOr<v1::LowerResponse> huge = client->Lower(huge_request);
   EXPECT_EQ(huge.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_FALSE(
+      ErrorDetail<google::rpc::QuotaFailure>(huge.status()).has_value());
 }
 
 TEST(ServiceTest, ProgramOverTheNodeLimitIsResourceExhausted) {
@@ -343,8 +356,8 @@ TEST(ServiceTest, FullQueueIsResourceExhaustedWithRetryInfo) {
   client->LowerAsync(TinyRequest(2), [&](absl::StatusOr<v1::LowerResponse> r) {
     queued.set_value(r.status());
   });
-  ASSERT_TRUE(Eventually(
-      [&] { return server->service().Gauges().queue_depth == 1; }));
+  ASSERT_TRUE(
+      Eventually([&] { return server->service().Gauges().queue_depth == 1; }));
 
   absl::StatusOr<v1::LowerResponse> refused = client->Lower(TinyRequest(3));
   ASSERT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted)
@@ -373,9 +386,8 @@ TEST(ServiceTest, DeadlineThatPassesWhileQueuedIsDeadlineExceeded) {
   call.deadline = milliseconds(300);
   std::promise<absl::Status> done;
   client->LowerAsync(
-      TinyRequest(), [&](absl::StatusOr<v1::LowerResponse> r) {
-        done.set_value(r.status());
-      },
+      TinyRequest(),
+      [&](absl::StatusOr<v1::LowerResponse> r) { done.set_value(r.status()); },
       call);
   ASSERT_TRUE(gate.WaitForArrivals(1));
   EXPECT_EQ(done.get_future().get().code(),
@@ -402,7 +414,8 @@ TEST(ServiceTest, ServerShortensDeadlinesToItsMaximum) {
 
   CallOptions call;
   call.deadline = std::chrono::seconds(20);
-  absl::StatusOr<v1::LowerResponse> response = client->Lower(TinyRequest(), call);
+  absl::StatusOr<v1::LowerResponse> response =
+      client->Lower(TinyRequest(), call);
   ASSERT_EQ(response.status().code(), absl::StatusCode::kDeadlineExceeded);
   // Answered by the server (its message), not by the client's own timer.
   EXPECT_NE(response.status().message().find("deadline exceeded"),
@@ -420,12 +433,16 @@ TEST(ServiceTest, CancelledCallIsCancelledOnTheServer) {
 
   std::promise<absl::Status> done;
   std::shared_ptr<AsyncCall> call = client->LowerAsync(
-      TinyRequest(), [&](absl::StatusOr<v1::LowerResponse> r) {
-        done.set_value(r.status());
-      });
+      TinyRequest(),
+      [&](absl::StatusOr<v1::LowerResponse> r) { done.set_value(r.status()); });
   ASSERT_TRUE(gate.WaitForArrivals(1));
   call->Cancel();
   EXPECT_EQ(done.get_future().get().code(), absl::StatusCode::kCancelled);
+  // The server has seen the cancellation before the job goes on.
+  ASSERT_TRUE(Eventually([&] {
+    return server->RenderMetrics().find("ferry_cancellations_total 1") !=
+           std::string::npos;
+  }));
   gate.Open();
   EXPECT_TRUE(Eventually([&] {
     return server->metrics().RequestCount("Lower", "CANCELLED") == 1;
@@ -446,7 +463,8 @@ TEST(ServiceTest, RepeatedRequestIsServedFromTheCache) {
   EXPECT_TRUE(second->cached());
   EXPECT_EQ(first->request_digest(), second->request_digest());
   EXPECT_NE(first->request_id(), second->request_id());
-  EXPECT_EQ(CanonicalBytes(first->program()), CanonicalBytes(second->program()));
+  EXPECT_EQ(CanonicalBytes(first->program()),
+            CanonicalBytes(second->program()));
   EXPECT_EQ(server->service().cache().entries(), 1);
 
   // Different options: a different key.
@@ -476,7 +494,8 @@ TEST(ServiceTest, FailedCompilationsAreNotCached) {
   ASSERT_NE(server, nullptr);
   auto client = Connect(server->address());
   ASSERT_TRUE(client->Lower(FailsToCompileRequest()).ok());
-  absl::StatusOr<v1::LowerResponse> again = client->Lower(FailsToCompileRequest());
+  absl::StatusOr<v1::LowerResponse> again =
+      client->Lower(FailsToCompileRequest());
   ASSERT_TRUE(again.ok());
   EXPECT_FALSE(again->cached());
   EXPECT_EQ(server->service().cache().entries(), 0);
@@ -589,7 +608,8 @@ TEST(ServiceTest, AsyncApiDeliversEveryMethod) {
   absl::StatusOr<v1::LowerResponse> lower_result = lowered.get_future().get();
   ASSERT_TRUE(lower_result.ok()) << lower_result.status();
   EXPECT_TRUE(lower_result->ok());
-  absl::StatusOr<v1::VerifyResponse> verify_result = verified.get_future().get();
+  absl::StatusOr<v1::VerifyResponse> verify_result =
+      verified.get_future().get();
   ASSERT_TRUE(verify_result.ok()) << verify_result.status();
   EXPECT_TRUE(verify_result->ok());
   absl::StatusOr<v1::GetCapabilitiesResponse> caps_result =
@@ -621,7 +641,8 @@ TEST(ServiceTest, ClientRetriesUnavailableUntilTheServerIsUp) {
     options.retry.max_backoff = milliseconds(200);
   });
   std::promise<absl::StatusOr<v1::LowerResponse>> sync_result;
-  std::thread caller([&] { sync_result.set_value(client->Lower(TinyRequest())); });
+  std::thread caller(
+      [&] { sync_result.set_value(client->Lower(TinyRequest())); });
   std::promise<absl::StatusOr<v1::GetCapabilitiesResponse>> async_result;
   client->GetCapabilitiesAsync(
       [&](absl::StatusOr<v1::GetCapabilitiesResponse> r) {
@@ -699,7 +720,8 @@ TEST(ServiceTest, EveryRequestWritesOneStructuredLogLine) {
   auto client = Connect(server->address());
   CallOptions call;
   call.request_id = "build-42";
-  absl::StatusOr<v1::LowerResponse> lowered = client->Lower(TinyRequest(), call);
+  absl::StatusOr<v1::LowerResponse> lowered =
+      client->Lower(TinyRequest(), call);
   ASSERT_TRUE(lowered.ok());
   EXPECT_EQ(lowered->request_id(), "build-42");
   ASSERT_FALSE(client->Lower(DanglingReferenceRequest()).ok());

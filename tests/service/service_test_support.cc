@@ -1,11 +1,19 @@
 #include "tests/service/service_test_support.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
+
+extern char** environ;
 
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
@@ -55,8 +63,7 @@ std::function<void(absl::string_view)> JobGate::Hook() {
 
 bool JobGate::WaitForArrivals(int count, std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mutex_);
-  return changed_.wait_for(lock, timeout,
-                           [&] { return arrivals_ >= count; });
+  return changed_.wait_for(lock, timeout, [&] { return arrivals_ >= count; });
 }
 
 void JobGate::Open() {
@@ -85,7 +92,8 @@ std::vector<std::string> LogCapture::Lines() const {
 std::vector<std::string> LogCapture::RpcLines() const {
   std::vector<std::string> rpc;
   for (const std::string& line : Lines()) {
-    if (line.find("\"event\":\"rpc\"") != std::string::npos) rpc.push_back(line);
+    if (line.find("\"event\":\"rpc\"") != std::string::npos)
+      rpc.push_back(line);
   }
   return rpc;
 }
@@ -119,8 +127,7 @@ bool MakeCertificate(const TempDir& dir, const std::string& name,
                      const std::string& subject_alt_names) {
   std::string key = dir.File(name + ".key");
   std::string cert = dir.File(name + ".pem");
-  std::string curve =
-      "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+  std::string curve = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
   if (ca.empty()) {
     return Run("openssl req -x509 " + curve + " -keyout " + key + " -out " +
                cert + " -days 1 -subj /CN=" + common_name);
@@ -139,20 +146,90 @@ bool MakeCertificate(const TempDir& dir, const std::string& name,
 }  // namespace
 
 TestCertificates MakeCertificates(const TempDir& dir) {
-  bool made =
-      MakeCertificate(dir, "ca", "ferry-test-ca", "", "") &&
-      MakeCertificate(dir, "server", "localhost", "ca",
-                      "DNS:localhost,IP:127.0.0.1") &&
-      MakeCertificate(dir, "client", "ferry-test-client", "ca",
-                      "DNS:ferry-test-client") &&
-      MakeCertificate(dir, "rogue-ca", "rogue-ca", "", "") &&
-      MakeCertificate(dir, "rogue-client", "rogue-client", "rogue-ca",
-                      "DNS:rogue-client");
+  bool made = MakeCertificate(dir, "ca", "ferry-test-ca", "", "") &&
+              MakeCertificate(dir, "server", "localhost", "ca",
+                              "DNS:localhost,IP:127.0.0.1") &&
+              MakeCertificate(dir, "client", "ferry-test-client", "ca",
+                              "DNS:ferry-test-client") &&
+              MakeCertificate(dir, "rogue-ca", "rogue-ca", "", "") &&
+              MakeCertificate(dir, "rogue-client", "rogue-client", "rogue-ca",
+                              "DNS:rogue-client");
   if (!made) return {};
-  return TestCertificates{dir.File("ca.pem"),           dir.File("server.pem"),
-                          dir.File("server.key"),       dir.File("client.pem"),
-                          dir.File("client.key"),       dir.File("rogue-ca.pem"),
-                          dir.File("rogue-client.pem"), dir.File("rogue-client.key")};
+  return TestCertificates{
+      dir.File("ca.pem"),           dir.File("server.pem"),
+      dir.File("server.key"),       dir.File("client.pem"),
+      dir.File("client.key"),       dir.File("rogue-ca.pem"),
+      dir.File("rogue-client.pem"), dir.File("rogue-client.key")};
+}
+
+Process::Process(std::vector<std::string> args,
+                 const std::string& stderr_path) {
+  int out[2];
+  EXPECT_EQ(pipe(out), 0);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+  posix_spawn_file_actions_addclose(&actions, out[0]);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, stderr_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  std::vector<char*> argv;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  EXPECT_EQ(posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ),
+            0)
+      << argv[0];
+  pid_ = pid;
+  posix_spawn_file_actions_destroy(&actions);
+  close(out[1]);
+  stdout_ = fdopen(out[0], "r");
+}
+
+Process::~Process() {
+  if (pid_ > 0 && !exited_) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  if (stdout_ != nullptr) fclose(stdout_);
+}
+
+std::string Process::ReadLine() {
+  char buffer[512];
+  if (fgets(buffer, sizeof(buffer), stdout_) == nullptr) return "";
+  std::string line(buffer);
+  while (!line.empty() && line.back() == '\n') line.pop_back();
+  return line;
+}
+
+std::string Process::ReadAll() {
+  std::string text;
+  char buffer[4096];
+  size_t got;
+  while ((got = fread(buffer, 1, sizeof(buffer), stdout_)) > 0) {
+    text.append(buffer, got);
+  }
+  return text;
+}
+
+void Process::Signal(int signal_number) { kill(pid_, signal_number); }
+
+int Process::WaitForExit(std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      exited_ = true;
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return -1;
+}
+
+std::string ReadFileText(const std::string& path) {
+  std::stringstream text;
+  text << std::ifstream(path).rdbuf();
+  return text.str();
 }
 
 bool Eventually(const std::function<bool()>& predicate,

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -34,8 +35,8 @@ class JobGate {
  public:
   std::function<void(absl::string_view)> Hook();
   // Waits until `count` jobs have arrived; false on timeout.
-  bool WaitForArrivals(int count,
-                       std::chrono::milliseconds timeout = std::chrono::seconds(10));
+  bool WaitForArrivals(
+      int count, std::chrono::milliseconds timeout = std::chrono::seconds(10));
   void Open();
   int arrivals() const;
 
@@ -76,17 +77,43 @@ class TempDir {
 // certificate signed by it, plus a second, unrelated CA with its own client
 // certificate. Made with `openssl` (EC P-256), valid for a day.
 struct TestCertificates {
-  std::string ca;             // ca.pem
-  std::string server_cert;    // server.pem
-  std::string server_key;     // server.key
-  std::string client_cert;    // client.pem (signed by ca)
-  std::string client_key;     // client.key
-  std::string rogue_ca;       // rogue-ca.pem
+  std::string ca;                 // ca.pem
+  std::string server_cert;        // server.pem
+  std::string server_key;         // server.key
+  std::string client_cert;        // client.pem (signed by ca)
+  std::string client_key;         // client.key
+  std::string rogue_ca;           // rogue-ca.pem
   std::string rogue_client_cert;  // signed by rogue-ca
   std::string rogue_client_key;
 };
 // Empty paths when openssl failed (the test then fails on its ASSERT).
 TestCertificates MakeCertificates(const TempDir& dir);
+
+// A child process with its stdout on a pipe and its stderr in a file;
+// killed on destruction if still running.
+class Process {
+ public:
+  Process(std::vector<std::string> args, const std::string& stderr_path);
+  ~Process();
+  Process(const Process&) = delete;
+  Process& operator=(const Process&) = delete;
+
+  // The next line of its stdout, without the newline; "" at the end.
+  std::string ReadLine();
+  // All of its remaining stdout.
+  std::string ReadAll();
+  void Signal(int signal_number);
+  // The exit status, or -1 when it did not exit within `timeout`.
+  int WaitForExit(std::chrono::milliseconds timeout);
+
+ private:
+  int pid_ = -1;
+  bool exited_ = false;
+  FILE* stdout_ = nullptr;
+};
+
+// The contents of a file ("" when unreadable).
+std::string ReadFileText(const std::string& path);
 
 // Polls `predicate` every 10 ms until true or `timeout`.
 bool Eventually(const std::function<bool()>& predicate,

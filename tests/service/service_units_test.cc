@@ -121,8 +121,8 @@ TEST(ExecutorTest, AdmitsWorkersPlusQueueDepthThenRefuses) {
   executor.Close();
   EXPECT_EQ(executor.TrySubmit(blocking_job),
             BoundedExecutor::Admission::kClosed);
-  EXPECT_FALSE(executor.WaitIdle(std::chrono::steady_clock::now() +
-                                 milliseconds(20)));
+  EXPECT_FALSE(
+      executor.WaitIdle(std::chrono::steady_clock::now() + milliseconds(20)));
   {
     std::lock_guard<std::mutex> lock(mutex);
     release = true;
@@ -156,7 +156,7 @@ TEST(ResultCacheTest, EvictsLeastRecentlyUsedToStayWithinBytes) {
   cache.Insert("b", ResponseWithId("b"), 200);
   cache.Insert("c", ResponseWithId("c"), 200);
   EXPECT_EQ(cache.entries(), 3);
-  ASSERT_NE(cache.Lookup("a"), nullptr);  // a is now the most recent
+  ASSERT_NE(cache.Lookup("a"), nullptr);        // a is now the most recent
   cache.Insert("d", ResponseWithId("d"), 200);  // evicts b
   EXPECT_EQ(cache.Lookup("b"), nullptr);
   EXPECT_NE(cache.Lookup("a"), nullptr);
@@ -195,17 +195,21 @@ TEST(MetricsTest, RendersCountersHistogramsAndGauges) {
   gauges.queue_depth = 4;
   gauges.workers = 2;
   std::string text = metrics.Render(gauges);
-  for (const char* expected : {
-           "ferry_requests_total{method=\"Lower\",code=\"OK\"} 2\n",
-           "ferry_requests_total{method=\"Verify\",code=\"FAILED_PRECONDITION\"} 1\n",
-           "ferry_request_duration_seconds_bucket{method=\"Lower\",le=\"0.005\"} 1\n",
-           "ferry_request_duration_seconds_bucket{method=\"Lower\",le=\"0.25\"} 2\n",
-           "ferry_request_duration_seconds_count{method=\"Lower\"} 2\n",
-           "ferry_pass_duration_seconds_bucket{pass=\"partition\",le=\"0.0005\"} 1\n",
-           "ferry_queue_depth 4\n", "ferry_workers 2\n",
-           "ferry_cache_lookups_total{result=\"hit\"} 1\n",
-           "ferry_verifications_total{device=\"sim\",result=\"mismatch\"} 1\n",
-           "# TYPE ferry_requests_total counter\n"}) {
+  for (const char* expected :
+       {"ferry_requests_total{method=\"Lower\",code=\"OK\"} 2\n",
+        "ferry_requests_total{method=\"Verify\",code=\"FAILED_PRECONDITION\"} "
+        "1\n",
+        "ferry_request_duration_seconds_bucket{method=\"Lower\",le=\"0.005\"} "
+        "1\n",
+        "ferry_request_duration_seconds_bucket{method=\"Lower\",le=\"0.25\"} "
+        "2\n",
+        "ferry_request_duration_seconds_count{method=\"Lower\"} 2\n",
+        "ferry_pass_duration_seconds_bucket{pass=\"partition\",le=\"0.0005\"} "
+        "1\n",
+        "ferry_queue_depth 4\n", "ferry_workers 2\n",
+        "ferry_cache_lookups_total{result=\"hit\"} 1\n",
+        "ferry_verifications_total{device=\"sim\",result=\"mismatch\"} 1\n",
+        "# TYPE ferry_requests_total counter\n"}) {
     EXPECT_NE(text.find(expected), std::string::npos) << expected;
   }
   EXPECT_EQ(metrics.RequestCount("Lower", "OK"), 2);
@@ -216,7 +220,8 @@ TEST(RpcErrorsTest, DetailsRoundTripThroughTheClientHelpers) {
   EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   absl::Status converted(absl::StatusCode::kResourceExhausted,
                          status.error_message());
-  converted.SetPayload(kErrorDetailsPayload, absl::Cord(status.error_details()));
+  converted.SetPayload(kErrorDetailsPayload,
+                       absl::Cord(status.error_details()));
   std::optional<google::rpc::RetryInfo> retry =
       ErrorDetail<google::rpc::RetryInfo>(converted);
   ASSERT_TRUE(retry.has_value());

@@ -1,10 +1,13 @@
 // libferry_client: a thin C++ client of the Ferry compilation service
 // (ferry.v1.Compiler, docs/service.md).
 //
+//   ferry::ClientOptions options;
+//   options.target = "localhost:50051";
 //   absl::StatusOr<std::unique_ptr<ferry::Client>> client =
-//       ferry::Client::Create({.target = "localhost:50051"});
+//       ferry::Client::Create(options);
 //   if (!client.ok()) return client.status();
-//   absl::StatusOr<ferry::v1::LowerResponse> lowered = (*client)->Lower(request);
+//   absl::StatusOr<ferry::v1::LowerResponse> lowered =
+//       (*client)->Lower(request);
 //
 // Nothing here throws. Every call returns a status: the gRPC status code as
 // an absl::StatusCode (the numbering is the same), with the server's

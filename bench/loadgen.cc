@@ -1,0 +1,268 @@
+// ferry_loadgen: a closed-loop load generator for the compile service, on
+// libferry_client, with the same pipeline in-process for comparison.
+//
+//   ferry_loadgen --nodes 100 --concurrency 8 --requests 2000
+//   ferry_loadgen --nodes 100000 --ops-per-partition 99 --requests 8
+//   --concurrency 1 ferry_loadgen --server 127.0.0.1:50051 --server-pid PID
+//   --requests 10000
+//
+// Each of --concurrency threads sends Lower calls back to back until
+// --requests calls have been made in all (after --warmup calls that are not
+// counted), and the tool prints throughput and p50/p90/p99 latency. Without
+// --server it starts a ferryd in this process on 127.0.0.1:0. Calls carry
+// "ferry-cache: bypass" unless --cache is given, so every call computes.
+// --mode=inprocess runs ferry::Lower (plus exporting the lowered program,
+// as the service does) on the same threads instead; --mode=both runs both.
+// --server-pid samples that process's resident memory (VmRSS) through the
+// run, to check that a server does not grow.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "client/testing/synthetic_program.h"
+#include "ferry/client.h"
+#include "passes/pipeline.h"
+#include "passes/proto_io.h"
+#include "server/config.h"
+#include "server/ferry_server.h"
+
+namespace {
+
+struct Flags {
+  std::string server;
+  std::string mode = "service";  // service | inprocess | both
+  int concurrency = 1;
+  int requests = 100;
+  int warmup = 10;
+  int64_t nodes = 100;
+  int ops_per_partition = 3;
+  bool cache = false;
+  int server_workers = 0;  // in-process server; 0: hardware threads
+  int server_pid = 0;
+};
+
+void Usage() {
+  std::fputs(
+      "usage: ferry_loadgen [--server ADDR] [--mode service|inprocess|both]\n"
+      "                     [--concurrency N] [--requests N] [--warmup N]\n"
+      "                     [--nodes N] [--ops-per-partition N] [--cache]\n"
+      "                     [--server-workers N] [--server-pid PID]\n",
+      stderr);
+}
+
+bool ParseFlags(int argc, char** argv, Flags* flags) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    std::string value;
+    size_t equals = arg.find('=');
+    if (equals != std::string::npos) {
+      value = arg.substr(equals + 1);
+      arg = arg.substr(0, equals);
+    } else if (arg != "--cache" && arg != "--help" && i + 1 < argc) {
+      value = argv[++i];
+    }
+    if (arg == "--server")
+      flags->server = value;
+    else if (arg == "--mode")
+      flags->mode = value;
+    else if (arg == "--concurrency")
+      flags->concurrency = std::atoi(value.c_str());
+    else if (arg == "--requests")
+      flags->requests = std::atoi(value.c_str());
+    else if (arg == "--warmup")
+      flags->warmup = std::atoi(value.c_str());
+    else if (arg == "--nodes")
+      flags->nodes = std::atoll(value.c_str());
+    else if (arg == "--ops-per-partition")
+      flags->ops_per_partition = std::atoi(value.c_str());
+    else if (arg == "--cache")
+      flags->cache = true;
+    else if (arg == "--server-workers")
+      flags->server_workers = std::atoi(value.c_str());
+    else if (arg == "--server-pid")
+      flags->server_pid = std::atoi(value.c_str());
+    else
+      return false;
+  }
+  return flags->concurrency > 0 && flags->requests > 0 && flags->warmup >= 0 &&
+         (flags->mode == "service" || flags->mode == "inprocess" ||
+          flags->mode == "both");
+}
+
+// Resident memory of a process in KiB (0 when unreadable).
+int64_t ResidentKiB(int pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::atoll(line.c_str() + 6);
+  }
+  return 0;
+}
+
+struct Result {
+  std::vector<double> latencies_ms;
+  int errors = 0;
+  std::string first_error;
+  double seconds = 0;
+  std::vector<int64_t> rss_kib;  // sampled through the run
+};
+
+// Runs `call` (returns "" on success, else an error) `warmup` times, then
+// `requests` times over `concurrency` threads, timing each call.
+template <typename Call>
+Result RunClosedLoop(const Flags& flags, Call call) {
+  for (int i = 0; i < flags.warmup; ++i) call();
+  Result result;
+  std::mutex mutex;
+  std::atomic<int> next{0};
+  int sample_every = std::max(1, flags.requests / 10);
+  if (flags.server_pid != 0)
+    result.rss_kib.push_back(ResidentKiB(flags.server_pid));
+  auto start = std::chrono::steady_clock::now();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < flags.concurrency; ++t) {
+    threads.emplace_back([&] {
+      std::vector<double> mine;
+      while (true) {
+        int index = next.fetch_add(1);
+        if (index >= flags.requests) break;
+        auto begin = std::chrono::steady_clock::now();
+        std::string error = call();
+        auto end = std::chrono::steady_clock::now();
+        mine.push_back(
+            std::chrono::duration<double, std::milli>(end - begin).count());
+        if (!error.empty() ||
+            (flags.server_pid != 0 && (index + 1) % sample_every == 0)) {
+          std::lock_guard<std::mutex> lock(mutex);
+          if (!error.empty() && result.errors++ == 0)
+            result.first_error = error;
+          if (flags.server_pid != 0 && (index + 1) % sample_every == 0) {
+            result.rss_kib.push_back(ResidentKiB(flags.server_pid));
+          }
+        }
+      }
+      std::lock_guard<std::mutex> lock(mutex);
+      result.latencies_ms.insert(result.latencies_ms.end(), mine.begin(),
+                                 mine.end());
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  result.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  return result;
+}
+
+double Percentile(std::vector<double> values, double fraction) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  size_t index = static_cast<size_t>(
+      fraction * static_cast<double>(values.size() - 1) + 0.5);
+  return values[std::min(index, values.size() - 1)];
+}
+
+void Print(const char* mode, const Flags& flags, size_t request_bytes,
+           const Result& result) {
+  double p50 = Percentile(result.latencies_ms, 0.50);
+  double p99 = Percentile(result.latencies_ms, 0.99);
+  std::printf(
+      "%-10s nodes=%-7lld bytes=%-9zu conc=%-3d n=%-6d errors=%-3d "
+      "throughput=%8.1f/s  p50=%9.2fms p90=%9.2fms p99=%9.2fms max=%9.2fms  "
+      "p99/p50=%.2f\n",
+      mode, static_cast<long long>(flags.nodes), request_bytes,
+      flags.concurrency, flags.requests, result.errors,
+      static_cast<double>(flags.requests) / result.seconds, p50,
+      Percentile(result.latencies_ms, 0.90), p99,
+      Percentile(result.latencies_ms, 1.0), p50 > 0 ? p99 / p50 : 0.0);
+  if (result.errors > 0)
+    std::printf("  first error: %s\n", result.first_error.c_str());
+  if (!result.rss_kib.empty()) {
+    std::printf("  server RSS (KiB) through the run:");
+    for (int64_t kib : result.rss_kib)
+      std::printf(" %lld", static_cast<long long>(kib));
+    std::printf("\n");
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags flags;
+  if (!ParseFlags(argc, argv, &flags)) {
+    Usage();
+    return 2;
+  }
+  ferry::v1::LowerRequest request = ferry::testing::SyntheticChainRequest(
+      flags.nodes, 0, flags.ops_per_partition);
+  size_t request_bytes = request.ByteSizeLong();
+
+  if (flags.mode == "inprocess" || flags.mode == "both") {
+    Result result = RunClosedLoop(flags, [&]() -> std::string {
+      absl::StatusOr<ferry::LowerResult> lowered = ferry::Lower(request);
+      if (!lowered.ok()) return std::string(lowered.status().message());
+      if (!lowered->ok) return "did not lower";
+      ferry::v1::Program program;
+      ferry::ExportProgram(lowered->program, &program);
+      return "";
+    });
+    Print("inprocess", flags, request_bytes, result);
+  }
+  if (flags.mode == "inprocess") return 0;
+
+  std::unique_ptr<ferry::FerryServer> server;
+  std::string address = flags.server;
+  if (address.empty()) {
+    ferry::ServerConfig config;
+    config.listen = "127.0.0.1:0";
+    config.workers = flags.server_workers > 0
+                         ? flags.server_workers
+                         : static_cast<int>(std::max(
+                               1u, std::thread::hardware_concurrency()));
+    config.queue_depth = std::max(64, flags.concurrency * 2);
+    config.max_message_bytes = int64_t{512} << 20;
+    config.max_nodes = 10'000'000;
+    config.default_deadline = std::chrono::minutes(10);
+    config.max_deadline = std::chrono::minutes(10);
+    ferry::ServerHooks hooks;
+    hooks.log_sink = [](absl::string_view) {};
+    absl::StatusOr<std::unique_ptr<ferry::FerryServer>> started =
+        ferry::FerryServer::Start(config, hooks);
+    if (!started.ok()) {
+      std::fprintf(stderr, "ferry_loadgen: %s\n",
+                   std::string(started.status().message()).c_str());
+      return 1;
+    }
+    server = *std::move(started);
+    address = server->address();
+  }
+  ferry::ClientOptions options;
+  options.target = address;
+  options.default_deadline = std::chrono::minutes(10);
+  options.max_message_bytes = 1 << 30;
+  absl::StatusOr<std::unique_ptr<ferry::Client>> client =
+      ferry::Client::Create(options);
+  if (!client.ok()) {
+    std::fprintf(stderr, "ferry_loadgen: %s\n",
+                 std::string(client.status().message()).c_str());
+    return 1;
+  }
+  ferry::CallOptions call;
+  call.bypass_cache = !flags.cache;
+  Result result = RunClosedLoop(flags, [&]() -> std::string {
+    absl::StatusOr<ferry::v1::LowerResponse> response =
+        (*client)->Lower(request, call);
+    if (!response.ok()) return response.status().ToString();
+    return response->ok() ? "" : "did not lower";
+  });
+  Print(flags.server.empty() ? "service" : "remote", flags, request_bytes,
+        result);
+  return result.errors == 0 ? 0 : 1;
+}

@@ -1,0 +1,146 @@
+// ferry caps --server ADDR: what a ferryd offers (API version, limits,
+// passes, options, backends, devices) and its health.
+#include <cstdio>
+#include <string>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "client/tool/commands.h"
+#include "client/tool/remote.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace ferry::tool {
+namespace {
+
+std::string CapsUsage() {
+  return "usage: ferry caps --server ADDR [--json] [remote options]\n"
+         "Prints the server's capabilities and health. --json prints the\n"
+         "GetCapabilitiesResponse in protobuf's JSON mapping.\n"
+         "Exit 0 when the server answered, 1 when it did not, 2 on usage.\n\n" +
+         RemoteFlagsHelp();
+}
+
+std::string Bytes(int64_t bytes) {
+  if (bytes >= (int64_t{1} << 20) && bytes % (int64_t{1} << 20) == 0) {
+    return absl::StrCat(bytes >> 20, " MiB");
+  }
+  return absl::StrCat(bytes, " B");
+}
+
+std::string Seconds(int64_t millis) {
+  return millis % 1000 == 0 ? absl::StrCat(millis / 1000, "s")
+                            : absl::StrCat(millis, "ms");
+}
+
+std::string HealthWord(Client& client, const std::string& service) {
+  absl::StatusOr<bool> serving = client.CheckHealth(service);
+  if (!serving.ok()) {
+    return std::string(absl::StatusCodeToString(serving.status().code()));
+  }
+  return *serving ? "SERVING" : "NOT_SERVING";
+}
+
+}  // namespace
+
+int RunCaps(const Args& args) {
+  RemoteOptions remote;
+  bool json = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    std::string error;
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(CapsUsage().c_str(), stdout);
+      return kExitOk;
+    } else if (arg == "--json") {
+      json = true;
+    } else if (ParseRemoteFlag(args, &i, &remote, &error)) {
+      if (!error.empty()) {
+        std::fprintf(stderr, "ferry caps: %s\n", error.c_str());
+        return kExitUsage;
+      }
+    } else {
+      std::fprintf(stderr, "ferry caps: unknown argument '%s'\n\n%s",
+                   arg.c_str(), CapsUsage().c_str());
+      return kExitUsage;
+    }
+  }
+  if (!remote.enabled()) {
+    std::fprintf(stderr, "ferry caps: needs --server ADDR\n\n%s",
+                 CapsUsage().c_str());
+    return kExitUsage;
+  }
+  absl::StatusOr<std::unique_ptr<Client>> client = ConnectRemote(remote);
+  if (!client.ok()) {
+    std::fprintf(stderr, "ferry caps: %s\n",
+                 std::string(client.status().message()).c_str());
+    return kExitUsage;
+  }
+  absl::StatusOr<v1::GetCapabilitiesResponse> caps =
+      (*client)->GetCapabilities();
+  if (!caps.ok()) return ReportRpcError("caps", remote, "-", caps.status());
+
+  if (json) {
+    std::string text;
+    google::protobuf::util::JsonPrintOptions options;
+    options.add_whitespace = true;
+    options.preserve_proto_field_names = true;
+    options.always_print_primitive_fields = true;
+    if (!google::protobuf::util::MessageToJsonString(*caps, &text, options)
+             .ok()) {
+      return kExitErrors;
+    }
+    std::fputs(text.c_str(), stdout);
+    return kExitOk;
+  }
+
+  const v1::Limits& limits = caps->limits();
+  std::vector<std::string> backends;
+  for (const v1::BackendInfo& backend : caps->backends()) {
+    backends.push_back(absl::StrCat(
+        backend.id(), " (", absl::StrJoin(backend.device_types(), ", "), ")"));
+  }
+  std::vector<std::string> verify_devices;
+  for (int device : caps->verify_devices()) {
+    verify_devices.push_back(absl::AsciiStrToLower(
+        v1::VerifyDevice_Name(device).substr(sizeof("VERIFY_DEVICE_") - 1)));
+  }
+  std::printf(
+      "server:          %s\n"
+      "api version:     %s\n"
+      "compiler:        %s\n"
+      "limits:          request %s, %lld nodes, response %s\n"
+      "jobs:            %d at once, %d queued\n"
+      "deadlines:       default %s, max %s\n"
+      "passes:          %s\n"
+      "lower options:   %s\n"
+      "partitioners:    %s\n"
+      "backends:        %s\n"
+      "devices:         %s\n"
+      "verify devices:  %s\n"
+      "result cache:    %s (%s)\n"
+      "bearer token:    %s\n"
+      "health:          %s %s, %s %s\n",
+      remote.server.c_str(), caps->api_version().c_str(),
+      caps->compiler_version().c_str(),
+      Bytes(limits.max_request_bytes()).c_str(),
+      static_cast<long long>(limits.max_nodes()),
+      Bytes(limits.max_response_bytes()).c_str(), limits.max_concurrent_jobs(),
+      limits.queue_depth(), Seconds(limits.default_deadline_ms()).c_str(),
+      Seconds(limits.max_deadline_ms()).c_str(),
+      absl::StrJoin(caps->passes(), " ").c_str(),
+      absl::StrJoin(caps->lower_options(), " ").c_str(),
+      absl::StrJoin(caps->partitioners(), " ").c_str(),
+      absl::StrJoin(backends, ", ").c_str(),
+      absl::StrJoin(caps->devices(), " ").c_str(),
+      absl::StrJoin(verify_devices, " ").c_str(),
+      caps->cache_bytes() > 0 ? Bytes(caps->cache_bytes()).c_str() : "off",
+      caps->digest_function().c_str(),
+      caps->requires_token() ? "required" : "not required", "ferry.v1.Compiler",
+      HealthWord(**client, "ferry.v1.Compiler").c_str(),
+      "ferry.v1.Compiler/gpu",
+      HealthWord(**client, "ferry.v1.Compiler/gpu").c_str());
+  return kExitOk;
+}
+
+}  // namespace ferry::tool

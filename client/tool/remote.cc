@@ -1,0 +1,231 @@
+#include "client/tool/remote.h"
+
+#include <cstdio>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "client/tool/tool_common.h"
+#include "passes/pipeline.h"
+#include "passes/proto_io.h"
+#include "runtime/verify.h"
+#include "server/wire_convert.h"
+
+namespace ferry::tool {
+namespace {
+
+// "--name VALUE" or "--name=VALUE"; advances *i past a separate value.
+bool TakeValue(const Args& args, size_t* i, std::string_view name,
+               std::string* value, std::string* error) {
+  const std::string& arg = args[*i];
+  if (arg == name) {
+    if (*i + 1 >= args.size()) {
+      *error = absl::StrCat(std::string(name), " needs a value");
+      return true;
+    }
+    *value = args[++*i];
+    return true;
+  }
+  return ParseFlag(arg, name, value);
+}
+
+// The wire report back into the pipeline's form, so the lead's ReportText
+// and ReportJson print it exactly as an in-process run would.
+LowerResult ResultFromResponse(
+    bool ok,
+    const google::protobuf::RepeatedPtrField<v1::Diagnostic>& diagnostics,
+    const v1::LowerStats& stats) {
+  LowerResult result;
+  result.ok = ok;
+  result.diagnostics = DiagnosticsFromProto(diagnostics);
+  result.stats = StatsFromProto(stats);
+  return result;
+}
+
+VerifyReport ReportFromProto(const v1::VerificationReport& wire) {
+  VerifyReport report;
+  report.ok = wire.ok();
+  report.device = wire.device();
+  report.error = wire.error();
+  for (const v1::OutputComparison& output : wire.outputs()) {
+    OutputComparison comparison;
+    comparison.method = output.method();
+    comparison.output_index = output.output_index();
+    comparison.dtype = output.dtype();
+    comparison.match = output.match();
+    comparison.mismatched_elements = output.mismatched_elements();
+    comparison.first_mismatch_index = output.first_mismatch_index();
+    comparison.expected_value = output.expected_value();
+    comparison.actual_value = output.actual_value();
+    comparison.max_abs_error = output.max_abs_error();
+    comparison.max_rel_error = output.max_rel_error();
+    comparison.atol = output.atol();
+    comparison.rtol = output.rtol();
+    report.outputs.push_back(std::move(comparison));
+  }
+  return report;
+}
+
+}  // namespace
+
+bool ParseRemoteFlag(const Args& args, size_t* i, RemoteOptions* remote,
+                     std::string* error) {
+  const std::string& arg = args[*i];
+  std::string value;
+  if (arg == "--tls") {
+    remote->tls = true;
+    return true;
+  }
+  if (TakeValue(args, i, "--server", &remote->server, error)) return true;
+  if (TakeValue(args, i, "--tls-ca", &remote->tls_ca, error) ||
+      TakeValue(args, i, "--tls-cert", &remote->tls_cert, error) ||
+      TakeValue(args, i, "--tls-key", &remote->tls_key, error) ||
+      TakeValue(args, i, "--tls-server-name", &remote->tls_server_name,
+                error)) {
+    remote->tls = true;
+    return true;
+  }
+  if (TakeValue(args, i, "--token-file", &remote->token_file, error)) {
+    return true;
+  }
+  if (TakeValue(args, i, "--deadline", &value, error)) {
+    if (error->empty() &&
+        (!absl::SimpleAtoi(value, &remote->deadline_seconds) ||
+         remote->deadline_seconds <= 0)) {
+      *error = "--deadline needs a positive number of seconds";
+    }
+    return true;
+  }
+  return false;
+}
+
+std::string RemoteFlagsHelp() {
+  return "remote options (run on a ferryd instead of in-process):\n"
+         "  --server ADDR            HOST:PORT or dns:///NAME:PORT of a "
+         "ferryd\n"
+         "  --tls                    use TLS (system roots unless --tls-ca)\n"
+         "  --tls-ca FILE            CA certificates (PEM) to trust\n"
+         "  --tls-cert FILE, --tls-key FILE   client certificate and key "
+         "(mTLS)\n"
+         "  --tls-server-name NAME   name expected in the server "
+         "certificate\n"
+         "  --token-file FILE        send the bearer token in FILE\n"
+         "  --deadline SECONDS       deadline of the call (300)\n";
+}
+
+absl::StatusOr<std::unique_ptr<Client>> ConnectRemote(
+    const RemoteOptions& remote) {
+  ClientOptions options;
+  options.target = remote.server;
+  options.tls.enabled = remote.tls;
+  options.tls.root_ca_file = remote.tls_ca;
+  options.tls.cert_file = remote.tls_cert;
+  options.tls.key_file = remote.tls_key;
+  options.tls.server_name_override = remote.tls_server_name;
+  options.token_file = remote.token_file;
+  options.default_deadline = std::chrono::seconds(remote.deadline_seconds);
+  options.metadata.emplace_back("x-ferry-client", "ferry-tool");
+  return Client::Create(std::move(options));
+}
+
+int ReportRpcError(const std::string& command, const RemoteOptions& remote,
+                   const std::string& file, const absl::Status& status) {
+  std::fprintf(stderr, "ferry %s: %s: %s: %s\n", command.c_str(),
+               remote.server.c_str(),
+               std::string(absl::StatusCodeToString(status.code())).c_str(),
+               std::string(status.message()).c_str());
+  if (auto bad_request = ErrorDetail<google::rpc::BadRequest>(status)) {
+    for (const auto& violation : bad_request->field_violations()) {
+      std::fprintf(stderr, "%s: %s: %s\n", file.c_str(),
+                   violation.field().c_str(), violation.description().c_str());
+    }
+  }
+  if (auto quota = ErrorDetail<google::rpc::QuotaFailure>(status)) {
+    for (const auto& violation : quota->violations()) {
+      std::fprintf(stderr, "  limit: %s\n", violation.description().c_str());
+    }
+  }
+  if (auto retry = ErrorDetail<google::rpc::RetryInfo>(status)) {
+    std::fprintf(stderr, "  retry after %lld.%03ds\n",
+                 static_cast<long long>(retry->retry_delay().seconds()),
+                 retry->retry_delay().nanos() / 1'000'000);
+  }
+  if (auto precondition =
+          ErrorDetail<google::rpc::PreconditionFailure>(status)) {
+    for (const auto& violation : precondition->violations()) {
+      std::fprintf(stderr, "  %s %s: %s\n", violation.type().c_str(),
+                   violation.subject().c_str(),
+                   violation.description().c_str());
+    }
+  }
+  return status.code() == absl::StatusCode::kFailedPrecondition ? kExitNoDevice
+                                                                : kExitErrors;
+}
+
+int RemoteLower(const RemoteOptions& remote, const v1::LowerRequest& request,
+                const std::string& file, const std::string& out,
+                const std::string& report) {
+  absl::StatusOr<std::unique_ptr<Client>> client = ConnectRemote(remote);
+  if (!client.ok()) {
+    std::fprintf(stderr, "ferry lower: %s\n",
+                 std::string(client.status().message()).c_str());
+    return kExitUsage;
+  }
+  absl::StatusOr<v1::LowerResponse> response = (*client)->Lower(request);
+  if (!response.ok()) {
+    return ReportRpcError("lower", remote, file, response.status());
+  }
+  if (response->ok()) {
+    if (!out.empty()) {
+      if (!WriteOutput(out, SerializeProgram(response->program(),
+                                             FormatFromPath(out)))) {
+        return kExitUsage;
+      }
+    } else if (report == "text") {
+      if (!WriteOutput("-", ToText(response->program()))) return kExitUsage;
+    }
+  }
+  LowerResult result = ResultFromResponse(
+      response->ok(), response->diagnostics(), response->stats());
+  if (report == "json") {
+    std::printf("%s\n", ReportJson(result).c_str());
+  } else {
+    std::fputs(ReportText(result, file).c_str(), stderr);
+  }
+  return response->ok() ? kExitOk : kExitErrors;
+}
+
+int RemoteVerify(const RemoteOptions& remote, const v1::LowerRequest& request,
+                 const std::string& file, const std::string& device,
+                 uint64_t seed, const std::string& report) {
+  absl::StatusOr<std::unique_ptr<Client>> client = ConnectRemote(remote);
+  if (!client.ok()) {
+    std::fprintf(stderr, "ferry verify: %s\n",
+                 std::string(client.status().message()).c_str());
+    return kExitUsage;
+  }
+  v1::VerifyRequest verify;
+  *verify.mutable_request() = request;
+  verify.set_seed(seed);
+  verify.set_device(device == "sim"    ? v1::VERIFY_DEVICE_SIM
+                    : device == "cuda" ? v1::VERIFY_DEVICE_CUDA
+                                       : v1::VERIFY_DEVICE_AUTO);
+  absl::StatusOr<v1::VerifyResponse> response = (*client)->Verify(verify);
+  if (!response.ok()) {
+    return ReportRpcError("verify", remote, file, response.status());
+  }
+  if (!response->lowered()) {
+    LowerResult result =
+        ResultFromResponse(false, response->diagnostics(), response->stats());
+    std::fputs(ReportText(result, file).c_str(), stderr);
+    return kExitErrors;
+  }
+  VerifyReport verified = ReportFromProto(response->report());
+  if (report == "json") {
+    std::printf("%s\n", verified.ToJson().c_str());
+  } else {
+    std::fputs(verified.Summary().c_str(), stdout);
+  }
+  return verified.ok ? kExitOk : kExitErrors;
+}
+
+}  // namespace ferry::tool

@@ -1,0 +1,64 @@
+// The `ferry` tool's remote mode: `--server ADDR` (and TLS and token flags)
+// sends `lower`, `verify` and `caps` to a ferryd through libferry_client.
+// Output and exit codes match the in-process commands: a compile failure
+// prints the same report; a request the server refuses prints the status
+// and its google.rpc details.
+#ifndef FERRY_CLIENT_TOOL_REMOTE_H_
+#define FERRY_CLIENT_TOOL_REMOTE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "client/tool/commands.h"
+#include "ferry/client.h"
+#include "ferry/v1/compiler.pb.h"
+
+namespace ferry::tool {
+
+struct RemoteOptions {
+  std::string server;  // empty: run in-process
+  bool tls = false;    // --tls, or implied by any --tls-* file
+  std::string tls_ca;
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_server_name;
+  std::string token_file;
+  int64_t deadline_seconds = 300;
+
+  bool enabled() const { return !server.empty(); }
+};
+
+// Consumes a remote flag at args[*i] (advancing *i past a separate value):
+//   --server ADDR  --tls  --tls-ca FILE  --tls-cert FILE  --tls-key FILE
+//   --tls-server-name NAME  --token-file FILE  --deadline SECONDS
+// Returns false when args[*i] is not one; sets *error when it is one but
+// malformed.
+bool ParseRemoteFlag(const Args& args, size_t* i, RemoteOptions* remote,
+                     std::string* error);
+// One line per remote flag, for usage texts.
+std::string RemoteFlagsHelp();
+
+absl::StatusOr<std::unique_ptr<Client>> ConnectRemote(
+    const RemoteOptions& remote);
+
+// `ferry lower --server`: prints as RunLower does. Returns the exit code.
+int RemoteLower(const RemoteOptions& remote, const v1::LowerRequest& request,
+                const std::string& file, const std::string& out,
+                const std::string& report);
+
+// `ferry verify --server`. `device` is "auto", "sim" or "cuda".
+int RemoteVerify(const RemoteOptions& remote, const v1::LowerRequest& request,
+                 const std::string& file, const std::string& device,
+                 uint64_t seed, const std::string& report);
+
+// Prints a refused call ("ferry CMD: SERVER: CODE: message" and one line per
+// detail) and returns the exit code for it: 1 for a malformed program
+// (INVALID_ARGUMENT) and transport failures, 3 for a missing device.
+int ReportRpcError(const std::string& command, const RemoteOptions& remote,
+                   const std::string& file, const absl::Status& status);
+
+}  // namespace ferry::tool
+
+#endif  // FERRY_CLIENT_TOOL_REMOTE_H_

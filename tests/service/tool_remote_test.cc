@@ -1,0 +1,130 @@
+// `ferry lower|verify|caps --server`: the tool through a real ferryd prints
+// what the in-process tool prints, and exits with the same codes.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <regex>
+
+#include "client/testing/synthetic_program.h"
+#include "passes/proto_io.h"
+#include "tests/service/service_test_support.h"
+
+namespace ferry::testing {
+namespace {
+
+class ToolRemoteTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ferryd_ = std::make_unique<Process>(
+        std::vector<std::string>{FERRYD_PATH, "--listen", "127.0.0.1:0"},
+        dir_.File("ferryd.stderr"));
+    address_ = ferryd_->ReadLine();
+    ASSERT_EQ(address_.rfind("127.0.0.1:", 0), 0u) << address_;
+    dir_.Write("chain.textproto", ToText(SyntheticChainRequest(60)));
+    dir_.Write("bad.textproto", R"pb(
+      program {
+        methods {
+          name: "forward"
+          nodes {
+            name: "out"
+            call {
+              op: "aten::relu"
+              args { value: "nope" }
+            }
+            tensor { dtype: F32 sizes: 4 }
+          }
+          nodes {
+            name: "output"
+            output { values { value: "out" } }
+          }
+        }
+      })pb");
+  }
+  void TearDown() override {
+    ferryd_->Signal(SIGTERM);
+    EXPECT_EQ(ferryd_->WaitForExit(std::chrono::seconds(20)), 0);
+  }
+
+  struct Run {
+    int exit_code;
+    std::string out;
+    std::string err;
+  };
+  Run Tool(std::vector<std::string> args) {
+    args.insert(args.begin(), FERRY_TOOL_PATH);
+    std::string err_path = dir_.File("tool.stderr");
+    Process tool(args, err_path);
+    std::string out = tool.ReadAll();
+    int code = tool.WaitForExit(std::chrono::seconds(60));
+    return Run{code, out, ReadFileText(err_path)};
+  }
+
+  // Pass timings differ between runs.
+  static std::string WithoutTimings(const std::string& text) {
+    return std::regex_replace(text, std::regex("\"micros\":[0-9]+"),
+                              "\"micros\":0");
+  }
+
+  TempDir dir_;
+  std::unique_ptr<Process> ferryd_;
+  std::string address_;
+};
+
+TEST_F(ToolRemoteTest, LowerPrintsWhatTheInProcessToolPrints) {
+  std::string file = dir_.File("chain.textproto");
+  Run local = Tool({"lower", file});
+  Run remote = Tool({"lower", "--server", address_, file});
+  EXPECT_EQ(local.exit_code, 0);
+  EXPECT_EQ(remote.exit_code, 0);
+  EXPECT_EQ(remote.out, local.out);
+  EXPECT_EQ(remote.err, local.err);
+
+  Run local_json = Tool({"lower", "--report=json", file});
+  Run remote_json =
+      Tool({"lower", "--report=json", "--server=" + address_, file});
+  EXPECT_EQ(WithoutTimings(remote_json.out), WithoutTimings(local_json.out));
+}
+
+TEST_F(ToolRemoteTest, VerifyOnSimMatchesTheInProcessTool) {
+  std::string file = dir_.File("chain.textproto");
+  Run local = Tool({"verify", "--device=sim", "--seed", "3", file});
+  Run remote = Tool(
+      {"verify", "--device=sim", "--seed", "3", "--server", address_, file});
+  EXPECT_EQ(local.exit_code, 0);
+  EXPECT_EQ(remote.exit_code, 0) << remote.err;
+  EXPECT_EQ(remote.out, local.out);
+}
+
+TEST_F(ToolRemoteTest, MalformedProgramAndMissingDeviceExitCodes) {
+  Run bad = Tool({"lower", "--server", address_, dir_.File("bad.textproto")});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("INVALID_ARGUMENT"), std::string::npos) << bad.err;
+  EXPECT_NE(
+      bad.err.find("program.methods['forward'].nodes['out']: FERRY-E0102"),
+      std::string::npos)
+      << bad.err;
+  Run cuda = Tool({"verify", "--device=cuda", "--server", address_,
+                   dir_.File("chain.textproto")});
+  // 3 where no GPU is visible to the server, as in-process.
+  Run cuda_local =
+      Tool({"verify", "--device=cuda", dir_.File("chain.textproto")});
+  EXPECT_EQ(cuda.exit_code, cuda_local.exit_code);
+}
+
+TEST_F(ToolRemoteTest, CapsPrintsLimitsAndHealth) {
+  Run caps = Tool({"caps", "--server", address_});
+  EXPECT_EQ(caps.exit_code, 0) << caps.err;
+  EXPECT_NE(caps.out.find("api version:     1.0.0"), std::string::npos)
+      << caps.out;
+  EXPECT_NE(caps.out.find("health:          ferry.v1.Compiler SERVING"),
+            std::string::npos)
+      << caps.out;
+  Run json = Tool({"caps", "--json", "--server", address_});
+  EXPECT_EQ(json.exit_code, 0);
+  EXPECT_NE(json.out.find("\"max_request_bytes\""), std::string::npos);
+  Run no_server = Tool({"caps"});
+  EXPECT_EQ(no_server.exit_code, 2);
+}
+
+}  // namespace
+}  // namespace ferry::testing
