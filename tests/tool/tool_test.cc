@@ -18,15 +18,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Run {
+struct ToolRun {
   int exit_code = -1;
   std::string out;  // stdout and stderr
 };
 
-Run Ferry(const std::string& args, bool merge_stderr = true) {
+ToolRun Ferry(const std::string& args, bool merge_stderr = true) {
   std::string command = std::string(FERRY_TOOL) + " " + args +
                         (merge_stderr ? " 2>&1" : " 2>/dev/null");
-  Run run;
+  ToolRun run;
   FILE* pipe = popen(command.c_str(), "r");
   if (!pipe) return run;
   char buffer[4096];
@@ -68,19 +68,19 @@ methods {
 
 TEST_F(ToolTest, CheckAcceptsEveryExample) {
   for (const auto& e : fs::directory_iterator(fs::path(FERRY_SOURCE_DIR) / "examples")) {
-    Run r = Ferry("check " + e.path().string());
+    ToolRun r = Ferry("check " + e.path().string());
     EXPECT_EQ(r.exit_code, 0) << e.path() << "\n" << r.out;
   }
 }
 
 TEST_F(ToolTest, CheckNamesTheNodeAndTheProblemInTextAndJson) {
   std::string file = Write("broken.textproto", kBroken);
-  Run text = Ferry("check " + file);
+  ToolRun text = Ferry("check " + file);
   EXPECT_EQ(text.exit_code, 1);
   EXPECT_NE(text.out.find("node 'relu_1': error[FERRY-E0102]"), std::string::npos)
       << text.out;
   EXPECT_NE(text.out.find("'missing'"), std::string::npos);
-  Run json = Ferry("check --diagnostics-format=json " + file, false);
+  ToolRun json = Ferry("check --diagnostics-format=json " + file, false);
   EXPECT_EQ(json.exit_code, 1);
   EXPECT_NE(json.out.find("\"code\":\"FERRY-E0102\""), std::string::npos) << json.out;
   EXPECT_NE(json.out.find("\"nodes\":[\"relu_1\""), std::string::npos);
@@ -102,14 +102,14 @@ TEST_F(ToolTest, GarbageEmptyAndTruncatedInputIsExitTwoNeverACrash) {
   std::string bytes;
   request.SerializeToString(&bytes);
   for (size_t cut : {size_t{1}, bytes.size() / 3, bytes.size() / 2, bytes.size() - 1}) {
-    Run r = Ferry("lower " + Write("cut.pb", bytes.substr(0, cut)));
+    ToolRun r = Ferry("lower " + Write("cut.pb", bytes.substr(0, cut)));
     EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 1 || r.exit_code == 2)
         << "cut at " << cut << ": " << r.exit_code << "\n" << r.out;
   }
   std::mt19937 rng(11);
   std::string random(512, '\0');
   for (char& c : random) c = static_cast<char>(rng());
-  Run r = Ferry("check " + Write("random.pb", random));
+  ToolRun r = Ferry("check " + Write("random.pb", random));
   EXPECT_TRUE(r.exit_code == 1 || r.exit_code == 2) << r.exit_code;
 }
 
@@ -123,17 +123,17 @@ TEST_F(ToolTest, UsageErrorsAreExitTwo) {
 }
 
 TEST_F(ToolTest, FmtPrintsTheCanonicalTextAndFormatOverridesTheExtension) {
-  Run once = Ferry("fmt " + Example("two_delegates.textproto"), false);
+  ToolRun once = Ferry("fmt " + Example("two_delegates.textproto"), false);
   ASSERT_EQ(once.exit_code, 0);
   std::string canonical = Write("canonical.txt", once.out);
-  Run twice = Ferry("fmt --format=text " + canonical, false);
+  ToolRun twice = Ferry("fmt --format=text " + canonical, false);
   EXPECT_EQ(twice.exit_code, 0);
   EXPECT_EQ(twice.out, once.out);  // fmt is a fixed point
 }
 
 TEST_F(ToolTest, LowerWritesTheProgramAndAReport) {
   std::string out = (dir_ / "lowered.pb").string();
-  Run r = Ferry("lower --report=json -o " + out + " " +
+  ToolRun r = Ferry("lower --report=json -o " + out + " " +
                     Example("host_relu_between_delegates.textproto"),
                 false);
   ASSERT_EQ(r.exit_code, 0) << r.out;
@@ -142,10 +142,10 @@ TEST_F(ToolTest, LowerWritesTheProgramAndAReport) {
   EXPECT_NE(r.out.find("\"d2h_copies\":2"), std::string::npos);
   EXPECT_NE(r.out.find("\"name\":\"place_and_copy\""), std::string::npos);
   // The written program is a valid, already-lowered program.
-  Run check = Ferry("check " + out);
+  ToolRun check = Ferry("check " + out);
   EXPECT_EQ(check.exit_code, 0) << check.out;
   // The text summary goes to stderr.
-  Run text = Ferry("lower -o " + (dir_ / "l.textproto").string() + " " +
+  ToolRun text = Ferry("lower -o " + (dir_ / "l.textproto").string() + " " +
                    Example("two_delegates.textproto"));
   EXPECT_EQ(text.exit_code, 0);
   EXPECT_NE(text.out.find("copies per call: 3 H2D"), std::string::npos) << text.out;
@@ -153,13 +153,13 @@ TEST_F(ToolTest, LowerWritesTheProgramAndAReport) {
 }
 
 TEST_F(ToolTest, LowerFlagsOverrideTheRequest) {
-  Run r = Ferry("lower --report=json --skip-h2d-inputs --skip-d2h-outputs " +
+  ToolRun r = Ferry("lower --report=json --skip-h2d-inputs --skip-d2h-outputs " +
                     Example("two_delegates.textproto"),
                 false);
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("\"h2d_copies\":0,\"d2h_copies\":0"), std::string::npos)
       << r.out;
-  Run bad = Ferry("lower --skip-h2d-inputs --no-device-memory-planning " +
+  ToolRun bad = Ferry("lower --skip-h2d-inputs --no-device-memory-planning " +
                   Example("two_delegates.textproto"));
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_NE(bad.out.find("FERRY-E0501"), std::string::npos) << bad.out;
