@@ -12,7 +12,10 @@
 // --server it starts a ferryd in this process on 127.0.0.1:0. Calls carry
 // "ferry-cache: bypass" unless --cache is given, so every call computes.
 // --mode=inprocess runs ferry::Lower (plus exporting the lowered program,
-// as the service does) on the same threads instead; --mode=both runs both.
+// as the service does) on the same threads instead; --mode=both runs both,
+// one after the other; --mode=paired makes every request both ways back to
+// back and reports the ratio of each pair too, so that the comparison holds
+// on a machine whose other load changes during the run.
 // --server-pid samples that process's resident memory (VmRSS) through the
 // run, to check that a server does not grow.
 #include <algorithm>
@@ -37,7 +40,7 @@ namespace {
 
 struct Flags {
   std::string server;
-  std::string mode = "service";  // service | inprocess | both
+  std::string mode = "service";  // service | inprocess | both | paired
   int concurrency = 1;
   int requests = 100;
   int warmup = 10;
@@ -50,7 +53,8 @@ struct Flags {
 
 void Usage() {
   std::fputs(
-      "usage: ferry_loadgen [--server ADDR] [--mode service|inprocess|both]\n"
+      "usage: ferry_loadgen [--server ADDR] "
+      "[--mode service|inprocess|both|paired]\n"
       "                     [--concurrency N] [--requests N] [--warmup N]\n"
       "                     [--nodes N] [--ops-per-partition N] [--cache]\n"
       "                     [--server-workers N] [--server-pid PID]\n",
@@ -93,7 +97,7 @@ bool ParseFlags(int argc, char** argv, Flags* flags) {
   }
   return flags->concurrency > 0 && flags->requests > 0 && flags->warmup >= 0 &&
          (flags->mode == "service" || flags->mode == "inprocess" ||
-          flags->mode == "both");
+          flags->mode == "both" || flags->mode == "paired");
 }
 
 // Resident memory of a process in KiB (0 when unreadable).
@@ -204,16 +208,17 @@ int main(int argc, char** argv) {
       flags.nodes, 0, flags.ops_per_partition);
   size_t request_bytes = request.ByteSizeLong();
 
+  auto lower_in_process = [&]() -> std::string {
+    absl::StatusOr<ferry::LowerResult> lowered = ferry::Lower(request);
+    if (!lowered.ok()) return std::string(lowered.status().message());
+    if (!lowered->ok) return "did not lower";
+    ferry::v1::Program program;
+    ferry::ExportProgram(lowered->program, &program);
+    return "";
+  };
   if (flags.mode == "inprocess" || flags.mode == "both") {
-    Result result = RunClosedLoop(flags, [&]() -> std::string {
-      absl::StatusOr<ferry::LowerResult> lowered = ferry::Lower(request);
-      if (!lowered.ok()) return std::string(lowered.status().message());
-      if (!lowered->ok) return "did not lower";
-      ferry::v1::Program program;
-      ferry::ExportProgram(lowered->program, &program);
-      return "";
-    });
-    Print("inprocess", flags, request_bytes, result);
+    Print("inprocess", flags, request_bytes,
+          RunClosedLoop(flags, lower_in_process));
   }
   if (flags.mode == "inprocess") return 0;
 
@@ -256,13 +261,55 @@ int main(int argc, char** argv) {
   }
   ferry::CallOptions call;
   call.bypass_cache = !flags.cache;
-  Result result = RunClosedLoop(flags, [&]() -> std::string {
+  auto lower_remotely = [&]() -> std::string {
     absl::StatusOr<ferry::v1::LowerResponse> response =
         (*client)->Lower(request, call);
     if (!response.ok()) return response.status().ToString();
     return response->ok() ? "" : "did not lower";
+  };
+  const char* name = flags.server.empty() ? "service" : "remote";
+  if (flags.mode != "paired") {
+    Result result = RunClosedLoop(flags, lower_remotely);
+    Print(name, flags, request_bytes, result);
+    return result.errors == 0 ? 0 : 1;
+  }
+
+  // Paired: each request in-process, then through the service.
+  std::mutex mutex;
+  std::vector<double> in_process_ms, service_ms, ratios;
+  auto timed = [](const auto& call, double* ms) {
+    auto begin = std::chrono::steady_clock::now();
+    std::string error = call();
+    *ms = std::chrono::duration<double, std::milli>(
+              std::chrono::steady_clock::now() - begin)
+              .count();
+    return error;
+  };
+  Result paired = RunClosedLoop(flags, [&]() -> std::string {
+    double local = 0, remote = 0;
+    std::string error = timed(lower_in_process, &local);
+    if (error.empty()) error = timed(lower_remotely, &remote);
+    if (error.empty()) {
+      std::lock_guard<std::mutex> lock(mutex);
+      in_process_ms.push_back(local);
+      service_ms.push_back(remote);
+      ratios.push_back(remote / local);
+    }
+    return error;
   });
-  Print(flags.server.empty() ? "service" : "remote", flags, request_bytes,
-        result);
-  return result.errors == 0 ? 0 : 1;
+  Result local_result = paired, remote_result = paired;
+  size_t warm = in_process_ms.size() -
+                std::min<size_t>(in_process_ms.size(), flags.requests);
+  local_result.latencies_ms.assign(in_process_ms.begin() + warm,
+                                   in_process_ms.end());
+  remote_result.latencies_ms.assign(service_ms.begin() + warm,
+                                    service_ms.end());
+  ratios.erase(ratios.begin(), ratios.begin() + warm);
+  Print("inprocess", flags, request_bytes, local_result);
+  Print(name, flags, request_bytes, remote_result);
+  std::printf(
+      "paired     service/inprocess latency: p10=%.3f p50=%.3f p90=%.3f\n",
+      Percentile(ratios, 0.10), Percentile(ratios, 0.50),
+      Percentile(ratios, 0.90));
+  return paired.errors == 0 ? 0 : 1;
 }
