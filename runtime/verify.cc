@@ -6,6 +6,8 @@
 //   compare expected[i] with actual[i], element by element
 #include "runtime/verify.h"
 
+#include <cstring>
+
 #include <cmath>
 #include <span>
 
@@ -213,6 +215,45 @@ std::string VerifyReport::ToJson() const {
                       "\",\"outputs\":[", absl::StrJoin(items, ","), "]}");
 }
 
+// Replaces generated inputs of `method` with the caller's values.
+absl::Status ApplyGivenInputs(const Method& method,
+                              const std::vector<GivenInput>& given,
+                              std::vector<HostTensor>& inputs) {
+  for (const GivenInput& value : given) {
+    if (value.method != method.name) continue;
+    size_t position = 0;
+    bool found = false;
+    for (const Node& node : method.nodes) {
+      if (node.kind != NodeKind::kInput ||
+          node.input_kind != InputKind::kUserInput)
+        continue;
+      if (node.name == value.input) {
+        found = true;
+        break;
+      }
+      ++position;
+    }
+    if (!found || position >= inputs.size())
+      return absl::InvalidArgumentError(
+          absl::StrCat("method '", method.name, "' has no user input '",
+                       value.input, "'"));
+    HostTensor& slot = inputs[position];
+    if (value.dtype != slot.dtype || value.sizes != slot.sizes)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "input '", value.input, "' of method '", method.name, "' is ",
+          AsAbsl(DTypeName(slot.dtype)), "[", absl::StrJoin(slot.sizes, ","),
+          "], the value given is ", AsAbsl(DTypeName(value.dtype)), "[",
+          absl::StrJoin(value.sizes, ","), "]"));
+    if (value.data.size() != slot.data.size())
+      return absl::InvalidArgumentError(absl::StrCat(
+          "input '", value.input, "' of method '", method.name, "' needs ",
+          slot.data.size(), " bytes, the value given has ",
+          value.data.size()));
+    std::memcpy(slot.data.data(), value.data.data(), value.data.size());
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<VerifyReport> VerifyPrograms(const Program& original,
                                             const Program& lowered,
                                             const VerifyOptions& options) {
@@ -236,9 +277,21 @@ absl::StatusOr<VerifyReport> VerifyPrograms(const Program& original,
       Executor::Load(lowered, *mode, options.seed);
   if (!backend.ok()) return fail("", backend.status());
 
+  for (const GivenInput& given : options.inputs) {
+    bool found = false;
+    for (const Method& method : original.methods)
+      if (method.name == given.method) found = true;
+    if (!found)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "input value for method '", given.method,
+          "', which the program does not have"));
+  }
   for (const Method& method : original.methods) {
     if (cancelled()) return absl::CancelledError("verification cancelled");
     std::vector<HostTensor> inputs = GenerateUserInputs(method, options.seed);
+    if (absl::Status given = ApplyGivenInputs(method, options.inputs, inputs);
+        !given.ok())
+      return given;
     absl::StatusOr<std::vector<HostTensor>> expected =
         (*eager)->Run(method.name, inputs, options.keep_going);
     if (expected.status().code() == absl::StatusCode::kCancelled)

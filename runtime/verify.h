@@ -31,9 +31,22 @@ namespace ferry {
 
 enum class VerifyDevice { kAuto, kSim, kCuda };
 
+// A value given for one user input (ferry.v1.InputValue).
+struct GivenInput {
+  std::string method;
+  std::string input;
+  DType dtype = DType::kInvalid;
+  std::vector<int64_t> sizes;
+  std::string data;  // row-major elements
+};
+
 struct VerifyOptions {
   VerifyDevice device = VerifyDevice::kAuto;
   uint64_t seed = 0;
+  // Inputs given by the caller; the others are generated from `seed`. A
+  // given input that names no user input, or whose dtype, sizes or byte
+  // count differ from the input's, is InvalidArgument.
+  std::vector<GivenInput> inputs;
   // Checked between steps; returning false stops with CANCELLED.
   std::function<bool()> keep_going;
 };

@@ -33,6 +33,8 @@ std::string VerifyUsage() {
          "ORIG, FILE is\n"
          "an already-lowered program and ORIG the program it was lowered "
          "from.\n"
+         "INPUTS (a ferry.v1.InputSet: text, binary or JSON by extension) "
+         "gives values\nfor some inputs; the others come from the seed.\n"
          "Exit 0 when the outputs match, 1 on a mismatch, a runtime error or "
          "a compile\n"
          "error, 2 on usage or unreadable input, 3 when the device is not "
@@ -56,7 +58,8 @@ bool ImportChecked(const v1::Program& proto, const std::string& file,
 }  // namespace
 
 int RunVerify(const Args& args) {
-  std::string file, original_file, format, report = "text", device = "auto";
+  std::string file, original_file, inputs_file, format, report = "text",
+                                                  device = "auto";
   uint64_t seed = 0;
   v1::LowerOptions overrides;
   RemoteOptions remote;
@@ -84,17 +87,16 @@ int RunVerify(const Args& args) {
       }
     } else if (ParseFlag(arg, "--original", &value) && !value.empty()) {
       original_file = value;
+    } else if (arg == "--inputs" && i + 1 < args.size()) {
+      inputs_file = args[++i];
+    } else if (ParseFlag(arg, "--inputs", &value) && !value.empty()) {
+      inputs_file = value;
     } else if (ParseFlag(arg, "--device", &value)) {
       device = value;
     } else if (ParseFlag(arg, "--format", &value)) {
       format = value;
     } else if (ParseFlag(arg, "--report", &value)) {
       report = value;
-    } else if (ParseRemoteFlag(args, &i, &remote, &error)) {
-      if (!error.empty()) {
-        std::fprintf(stderr, "ferry verify: %s\n", error.c_str());
-        return kExitUsage;
-      }
     } else if (ParseRemoteFlag(args, &i, &remote, &error)) {
       if (!error.empty()) {
         std::fprintf(stderr, "ferry verify: %s\n", error.c_str());
@@ -134,11 +136,31 @@ int RunVerify(const Args& args) {
     std::fputs(VerifyUsage().c_str(), stderr);
     return kExitUsage;
   }
+  if (remote.enabled() && !inputs_file.empty()) {
+    std::fprintf(stderr,
+                 "ferry verify: --inputs runs in-process only (no --server)\n");
+    return kExitUsage;
+  }
   if (remote.enabled() && !original_file.empty()) {
     std::fprintf(
         stderr,
         "ferry verify: --original runs in-process only (no --server)\n");
     return kExitUsage;
+  }
+
+  v1::InputSet given;
+  if (!inputs_file.empty()) {
+    if (!LoadInputSet(inputs_file, &given)) return kExitUsage;
+    for (const v1::InputValue& value : given.values()) {
+      GivenInput input;
+      input.method = value.method();
+      input.input = value.input();
+      input.dtype = static_cast<DType>(value.spec().dtype());
+      input.sizes.assign(value.spec().sizes().begin(),
+                         value.spec().sizes().end());
+      input.data = value.data();
+      options.inputs.push_back(std::move(input));
+    }
   }
 
   v1::LowerRequest request;
@@ -152,11 +174,6 @@ int RunVerify(const Args& args) {
                    "--server\n");
       return kExitUsage;
     }
-    request.mutable_options()->MergeFrom(overrides);
-    return RemoteVerify(remote, request, file, device, seed, report);
-  }
-
-  if (remote.enabled()) {
     request.mutable_options()->MergeFrom(overrides);
     return RemoteVerify(remote, request, file, device, seed, report);
   }

@@ -2,10 +2,13 @@
 
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "ferry/v1/program.pb.h"
+#include "google/protobuf/text_format.h"
+#include "google/protobuf/util/json_util.h"
 
 namespace ferry::tool {
 
@@ -40,6 +43,32 @@ bool LoadRequest(const std::string& path, const std::string& format_name,
     return false;
   }
   return true;
+}
+
+bool LoadInputSet(const std::string& path, v1::InputSet* inputs) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    std::fprintf(stderr, "ferry: %s: cannot open file\n", path.c_str());
+    return false;
+  }
+  std::string bytes((std::istreambuf_iterator<char>(in)),
+                    std::istreambuf_iterator<char>());
+  bool ok = false;
+  switch (FormatFromPath(path)) {
+    case FileFormat::kBinary:
+      ok = inputs->ParseFromString(bytes);
+      break;
+    case FileFormat::kJson:
+      ok = google::protobuf::util::JsonStringToMessage(bytes, inputs).ok();
+      break;
+    case FileFormat::kText:
+    case FileFormat::kUnknown:
+      ok = google::protobuf::TextFormat::ParseFromString(bytes, inputs);
+      break;
+  }
+  if (!ok)
+    std::fprintf(stderr, "ferry: %s: not a ferry.v1.InputSet\n", path.c_str());
+  return ok;
 }
 
 bool WriteOutput(const std::string& path, const std::string& bytes) {

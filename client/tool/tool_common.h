@@ -16,6 +16,10 @@ namespace ferry::tool {
 bool LoadRequest(const std::string& path, const std::string& format_name,
                  v1::LowerRequest* request, bool* was_bare_program);
 
+// Reads a ferry.v1.InputSet (format by extension). Prints the error and
+// returns false on failure.
+bool LoadInputSet(const std::string& path, v1::InputSet* inputs);
+
 // Writes `bytes` to `path` ("-" = stdout). Prints an error and returns false
 // on failure.
 bool WriteOutput(const std::string& path, const std::string& bytes);

@@ -4,6 +4,7 @@
 // node at fault; each correct one must verify.
 #include "runtime/verify.h"
 
+#include <cstring>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -262,6 +263,63 @@ TEST(VerifyTest, IntegerOutputsCompareExactly) {
   EXPECT_EQ(off->outputs[0].mismatched_elements, 5);
   EXPECT_EQ(off->outputs[0].first_mismatch_index, 0);
   EXPECT_EQ(off->outputs[0].actual_value - off->outputs[0].expected_value, 1);
+}
+
+}  // namespace
+}  // namespace ferry::testing
+
+namespace ferry::testing {
+namespace {
+
+GivenInput Filled(const std::string& name, float value) {
+  GivenInput input;
+  input.method = "forward";
+  input.input = name;
+  input.dtype = DType::kF32;
+  input.sizes = {4, 4};
+  input.data.resize(16 * sizeof(float));
+  for (int i = 0; i < 16; ++i)
+    std::memcpy(&input.data[i * sizeof(float)], &value, sizeof(float));
+  return input;
+}
+
+// Given inputs replace generated ones: with a + b > 0 everywhere the missing
+// relu_ round trip of the broken B2 program changes nothing, so it matches;
+// with generated inputs it does not.
+TEST(VerifyTest, GivenInputsAreTheOnesUsed) {
+  Program original = LoadProgramFile("b2_original.textproto");
+  Program broken = LoadProgramFile("b2_lowered_no_copy_after_write.textproto");
+  VerifyOptions options;
+  options.device = VerifyDevice::kSim;
+  options.inputs = {Filled("a", 1.0f), Filled("b", 2.0f), Filled("c", -3.0f)};
+  absl::StatusOr<VerifyReport> given = VerifyPrograms(original, broken, options);
+  ASSERT_TRUE(given.ok()) << given.status();
+  EXPECT_TRUE(given->ok) << given->Summary();
+  options.inputs.clear();
+  absl::StatusOr<VerifyReport> generated =
+      VerifyPrograms(original, broken, options);
+  ASSERT_TRUE(generated.ok());
+  EXPECT_FALSE(generated->ok);
+}
+
+TEST(VerifyTest, GivenInputsMustFitTheInput) {
+  Program original = LoadProgramFile("b2_original.textproto");
+  Program lowered = LoadProgramFile("b2_lowered.textproto");
+  VerifyOptions options;
+  options.device = VerifyDevice::kSim;
+  GivenInput wrong = Filled("a", 1.0f);
+  wrong.sizes = {2, 8};
+  options.inputs = {wrong};
+  EXPECT_EQ(VerifyPrograms(original, lowered, options).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  options.inputs = {Filled("nope", 1.0f)};
+  EXPECT_EQ(VerifyPrograms(original, lowered, options).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  GivenInput short_data = Filled("a", 1.0f);
+  short_data.data.resize(8);
+  options.inputs = {short_data};
+  EXPECT_EQ(VerifyPrograms(original, lowered, options).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace
