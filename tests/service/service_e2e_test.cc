@@ -247,6 +247,46 @@ TEST(ServiceTest, VerifyOnMissingDeviceIsFailedPrecondition) {
   EXPECT_EQ(failure->violations(0).subject(), "cuda");
 }
 
+// Where the server sees a GPU, Verify on CUDA (and on AUTO) runs there and
+// the GPU is advertised; elsewhere CUDA is refused and AUTO runs on sim.
+TEST(ServiceTest, VerifyRunsOnTheGpuWhereOneIsVisible) {
+  auto server = StartServer(LoopbackConfig());
+  ASSERT_NE(server, nullptr);
+  auto client = Connect(server->address());
+  v1::VerifyRequest request;
+  *request.mutable_request() = SyntheticChainRequest(40);
+  request.set_seed(11);
+
+  request.set_device(v1::VERIFY_DEVICE_AUTO);
+  absl::StatusOr<v1::VerifyResponse> automatic = client->Verify(request);
+  ASSERT_TRUE(automatic.ok()) << automatic.status();
+  EXPECT_TRUE(automatic->ok()) << automatic->report().summary();
+  EXPECT_EQ(automatic->device(), CudaAvailable() ? "cuda" : "sim");
+
+  request.set_device(v1::VERIFY_DEVICE_CUDA);
+  absl::StatusOr<v1::VerifyResponse> cuda = client->Verify(request);
+  absl::StatusOr<v1::GetCapabilitiesResponse> caps = client->GetCapabilities();
+  ASSERT_TRUE(caps.ok());
+  bool advertised =
+      std::find(caps->verify_devices().begin(), caps->verify_devices().end(),
+                v1::VERIFY_DEVICE_CUDA) != caps->verify_devices().end();
+  EXPECT_EQ(advertised, CudaAvailable());
+  EXPECT_EQ(client->CheckHealth("ferry.v1.Compiler/gpu").value_or(false),
+            CudaAvailable());
+  if (CudaAvailable()) {
+    ASSERT_TRUE(cuda.ok()) << cuda.status();
+    EXPECT_TRUE(cuda->ok()) << cuda->report().summary();
+    EXPECT_EQ(cuda->device(), "cuda");
+    EXPECT_EQ(
+        server->RenderMetrics().find(
+            "ferry_verifications_total{device=\"cuda\",result=\"match\"} 2") !=
+            std::string::npos,
+        true);
+  } else {
+    EXPECT_EQ(cuda.status().code(), absl::StatusCode::kFailedPrecondition);
+  }
+}
+
 TEST(ServiceTest, GetCapabilitiesAdvertisesLimitsPassesAndDevices) {
   ServerConfig config = LoopbackConfig();
   config.max_message_bytes = 1 << 20;
