@@ -297,6 +297,23 @@ LoweredModule* Program::FindModule(std::string_view id) {
       static_cast<const Program*>(this)->FindModule(id));
 }
 
+ProgramIndex::ProgramIndex(const Program& program) {
+  modules_.reserve(program.modules.size());
+  for (const LoweredModule& m : program.modules) modules_.emplace(m.id, &m);
+  constants_.reserve(program.constants.size());
+  for (const Constant& c : program.constants) constants_.emplace(c.name, &c);
+}
+
+const LoweredModule* ProgramIndex::FindModule(std::string_view id) const {
+  auto it = modules_.find(id);  // the first module of that id, as Program's
+  return it == modules_.end() ? nullptr : it->second;
+}
+
+const Constant* ProgramIndex::FindConstant(std::string_view name) const {
+  auto it = constants_.find(name);
+  return it == constants_.end() ? nullptr : it->second;
+}
+
 std::vector<std::vector<Use>> BuildUses(const Method& method) {
   std::vector<std::vector<Use>> uses(method.nodes.size());
   for (int32_t i = 0; i < static_cast<int32_t>(method.nodes.size()); ++i) {

@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -289,6 +290,21 @@ struct Program {
   Constant* FindConstant(std::string_view name);
   const LoweredModule* FindModule(std::string_view id) const;
   LoweredModule* FindModule(std::string_view id);
+};
+
+// Constant-time lookups of a program's modules and constants by name, for
+// code that looks up many (Program::FindModule is a linear scan). Refers to
+// the program it was built from: rebuild it after adding modules or
+// constants, and do not let it outlive the program.
+class ProgramIndex {
+ public:
+  explicit ProgramIndex(const Program& program);
+  const LoweredModule* FindModule(std::string_view id) const;
+  const Constant* FindConstant(std::string_view name) const;
+
+ private:
+  std::unordered_map<std::string_view, const LoweredModule*> modules_;
+  std::unordered_map<std::string_view, const Constant*> constants_;
 };
 
 // Calls `fn(ValueId)` for every value a node reads (arguments, list elements,

@@ -133,6 +133,7 @@ LowerOptions ResolveOptions(const v1::LowerOptions& proto,
 LowerStats CountStats(const Program& program) {
   LowerStats stats;
   std::map<std::string, int64_t> per_device;
+  const ProgramIndex index(program);
   for (const Method& method : program.methods) {
     for (const Node& node : method.nodes) {
       if (IsH2DCopy(node)) {
@@ -147,7 +148,7 @@ LowerStats CountStats(const Program& program) {
         stats.d2h_bytes_per_call += node.tensor.StorageBytes().value_or(0);
       } else if (node.kind == NodeKind::kDelegate) {
         ++stats.delegates;
-        ++per_device[DelegateDevice(program, node).ToString()];
+        ++per_device[DelegateDevice(index, node).ToString()];
       }
     }
     for (const Arena& arena : method.arenas)

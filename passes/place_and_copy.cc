@@ -50,7 +50,11 @@ bool IsD2HCopy(const Node& node) {
 }
 
 Device DelegateDevice(const Program& program, const Node& delegate) {
-  const LoweredModule* module = program.FindModule(delegate.target);
+  return DelegateDevice(ProgramIndex(program), delegate);
+}
+
+Device DelegateDevice(const ProgramIndex& index, const Node& delegate) {
+  const LoweredModule* module = index.FindModule(delegate.target);
   if (!module) return Device::Cpu();
   std::optional<std::string> text = module->TargetDeviceText();
   if (!text) return Device::Cpu();
@@ -112,7 +116,7 @@ struct Options {
 // Phases 2-4 for one method.
 class CoherenceWalk {
  public:
-  CoherenceWalk(const Program& program, Method& method, Options options,
+  CoherenceWalk(const ProgramIndex& program, Method& method, Options options,
                 Diagnostics& diagnostics)
       : program_(program),
         method_(method),
@@ -455,7 +459,7 @@ class CoherenceWalk {
     }
   }
 
-  const Program& program_;
+  const ProgramIndex& program_;
   Method& method_;
   const Options options_;
   Diagnostics& diagnostics_;
@@ -487,7 +491,7 @@ class CoherenceWalk {
 };
 
 // Without device memory planning only delegate results are labelled.
-void LabelOnly(const Program& program, Method& method) {
+void LabelOnly(const ProgramIndex& program, Method& method) {
   std::vector<Device> device_of(method.nodes.size(), Device::Cpu());
   for (size_t i = 0; i < method.nodes.size(); ++i) {
     Node& node = method.nodes[i];
@@ -510,11 +514,12 @@ absl::StatusOr<PassStats> PlaceAndCopy(Program& program,
                                        Diagnostics& diagnostics) {
   PassStats stats;
   int64_t copies = 0;
+  const ProgramIndex index(program);
   for (Method& method : program.methods) {
     diagnostics.SetMethod(method.name);
     StripCopies(method);
     if (!options.enable_non_cpu_memory_planning) {
-      LabelOnly(program, method);
+      LabelOnly(index, method);
       continue;
     }
     Options o;
@@ -522,7 +527,7 @@ absl::StatusOr<PassStats> PlaceAndCopy(Program& program,
     o.skip_d2h = options.skip_d2h_for_method_outputs.For(method.name);
     o.strict = options.error_on_per_call_copies;
     o.at_load = options.constant_staging_at_load;
-    copies += CoherenceWalk(program, method, o, diagnostics).Run();
+    copies += CoherenceWalk(index, method, o, diagnostics).Run();
   }
   diagnostics.SetMethod("");
   stats.Add("copies", copies);

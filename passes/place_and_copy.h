@@ -36,6 +36,7 @@ absl::StatusOr<PassStats> PlaceAndCopy(Program& program,
 // The device a delegate node runs on: its module's target device, or the
 // host when it has none (or it does not parse; validation reports that).
 Device DelegateDevice(const Program& program, const Node& delegate);
+Device DelegateDevice(const ProgramIndex& index, const Node& delegate);
 
 // Whether `node` is an et_copy::_h2d_copy / _d2h_copy call.
 bool IsH2DCopy(const Node& node);

@@ -116,8 +116,8 @@ void ExportSpec(const TensorSpec& s, v1::TensorSpec* p) {
 // Imports one method (or a lowered module's graph).
 class MethodImporter {
  public:
-  MethodImporter(const Program& program, Diagnostics& diagnostics)
-      : program_(program), diagnostics_(diagnostics), specs_(diagnostics) {}
+  MethodImporter(const ProgramIndex& index, Diagnostics& diagnostics)
+      : modules_(index), diagnostics_(diagnostics), specs_(diagnostics) {}
 
   Method Import(const v1::Method& p) {
     Method m;
@@ -335,7 +335,7 @@ class MethodImporter {
                              "set input.kind to USER_INPUT, PARAMETER, "
                              "BUFFER, MUTABLE_BUFFER or LIFTED_CONSTANT");
         } else if (n.input_kind != InputKind::kUserInput &&
-                   !program_.FindConstant(n.target)) {
+                   !modules_.FindConstant(n.target)) {
           diagnostics_.Error(codes::kMissingConstant,
                              absl::StrCat(std::string(InputKindName(n.input_kind)), " '",
                                           name, "' names constant '", n.target,
@@ -348,7 +348,7 @@ class MethodImporter {
       case v1::Node::kConstant:
         n.kind = NodeKind::kConstant;
         n.target = p.constant().name();
-        if (!program_.FindConstant(n.target))
+        if (!modules_.FindConstant(n.target))
           diagnostics_.Error(codes::kMissingConstant,
                              absl::StrCat("constant '", n.target,
                                           "' is not in the program"),
@@ -370,7 +370,7 @@ class MethodImporter {
         n.target = p.delegate().module();
         for (const v1::Argument& a : p.delegate().args())
           n.args.push_back(ImportArgument(m, a, name, i));
-        if (!program_.FindModule(n.target))
+        if (!modules_.FindModule(n.target))
           diagnostics_.Error(codes::kMissingModule,
                              absl::StrCat("delegate calls lowered module '",
                                           n.target,
@@ -470,7 +470,7 @@ class MethodImporter {
                          {}, "add an output node as the last node");
   }
 
-  const Program& program_;
+  const ProgramIndex& modules_;  // modules and constants are imported first
   Diagnostics& diagnostics_;
   SpecImporter specs_;
   // Keys point into the proto's names, which outlive the import.
@@ -675,10 +675,12 @@ Program ImportProgram(const v1::Program& proto, Diagnostics& diagnostics) {
     m.returns_tuple = mod.returns_tuple();
     program.modules.push_back(std::move(m));
   }
+  // The modules vector is complete: the index's pointers stay valid.
+  const ProgramIndex index(program);
   for (int i = 0; i < proto.modules_size(); ++i) {
     Diagnostics module_diagnostics;
     module_diagnostics.SetMethod("module:" + proto.modules(i).id());
-    MethodImporter importer(program, module_diagnostics);
+    MethodImporter importer(index, module_diagnostics);
     Method graph = importer.Import(proto.modules(i).graph());
     program.modules[i].graph = std::move(graph);
     diagnostics.Append(module_diagnostics);
@@ -694,7 +696,7 @@ Program ImportProgram(const v1::Program& proto, Diagnostics& diagnostics) {
                         {pm.name()});
     Diagnostics method_diagnostics;
     method_diagnostics.SetMethod(pm.name());
-    MethodImporter importer(program, method_diagnostics);
+    MethodImporter importer(index, method_diagnostics);
     program.methods.push_back(importer.Import(pm));
     diagnostics.Append(method_diagnostics);
   }

@@ -32,6 +32,8 @@
 // nothing), so only those differences are reported.
 #include "passes/validate.h"
 
+#include <unordered_set>
+
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -289,7 +291,7 @@ const Node* OutputNode(const Method& graph) {
 
 class GraphValidator {
  public:
-  GraphValidator(const Program& program, const Method& graph,
+  GraphValidator(const ProgramIndex& program, const Method& graph,
                  Diagnostics& diagnostics)
       : program_(program), graph_(graph), diagnostics_(diagnostics) {}
 
@@ -630,7 +632,7 @@ class GraphValidator {
                          diagnostics_);
   }
 
-  const Program& program_;
+  const ProgramIndex& program_;
   const Method& graph_;
   Diagnostics& diagnostics_;
   std::vector<char> sound_;  // Per node: its declared specs are sound.
@@ -715,20 +717,16 @@ void CheckModule(const LoweredModule& module, bool called,
 }
 
 // Whether any graph of the program has a delegate calling `id`.
-bool IsCalled(const Program& program, const std::string& id) {
-  auto calls = [&](const Method& graph) {
-    for (const Node& node : graph.nodes) {
-      if (node.kind == NodeKind::kDelegate && node.target == id) return true;
-    }
-    return false;
+// The ids of the modules some delegate calls.
+std::unordered_set<std::string> CalledModules(const Program& program) {
+  std::unordered_set<std::string> called;
+  auto collect = [&](const Method& graph) {
+    for (const Node& node : graph.nodes)
+      if (node.kind == NodeKind::kDelegate) called.insert(node.target);
   };
-  for (const Method& method : program.methods) {
-    if (calls(method)) return true;
-  }
-  for (const LoweredModule& module : program.modules) {
-    if (calls(module.graph)) return true;
-  }
-  return false;
+  for (const Method& method : program.methods) collect(method);
+  for (const LoweredModule& module : program.modules) collect(module.graph);
+  return called;
 }
 
 }  // namespace
@@ -737,14 +735,16 @@ bool ValidateProgram(const Program& program, Diagnostics& diagnostics) {
   int errors_before = diagnostics.error_count();
   diagnostics.SetMethod("");
   CheckConstants(program, diagnostics);
+  const ProgramIndex index(program);
   for (const Method& method : program.methods) {
     diagnostics.SetMethod(method.name);
-    GraphValidator(program, method, diagnostics).Run();
+    GraphValidator(index, method, diagnostics).Run();
   }
+  const std::unordered_set<std::string> called = CalledModules(program);
   for (const LoweredModule& module : program.modules) {
     diagnostics.SetMethod(absl::StrCat("module:", module.id));
-    CheckModule(module, IsCalled(program, module.id), diagnostics);
-    GraphValidator(program, module.graph, diagnostics).Run();
+    CheckModule(module, called.count(module.id) > 0, diagnostics);
+    GraphValidator(index, module.graph, diagnostics).Run();
   }
   diagnostics.SetMethod("");
   return diagnostics.error_count() == errors_before;

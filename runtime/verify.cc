@@ -326,6 +326,16 @@ absl::StatusOr<VerifyReport> VerifyPrograms(const Program& original,
       }
       report.outputs.push_back(
           Compare(method.name, static_cast<int>(i), e, a, report.device));
+      if (options.keep_outputs) {
+        GivenInput kept;
+        kept.method = method.name;
+        kept.input = absl::StrCat("output", i);
+        kept.dtype = a.dtype;
+        kept.sizes = a.sizes;
+        kept.data.assign(reinterpret_cast<const char*>(a.data.data()),
+                         a.data.size());
+        report.lowered_outputs.push_back(std::move(kept));
+      }
     }
   }
   report.ok = true;

@@ -31,10 +31,11 @@ namespace ferry {
 
 enum class VerifyDevice { kAuto, kSim, kCuda };
 
-// A value given for one user input (ferry.v1.InputValue).
+// A named tensor value of a method (ferry.v1.InputValue): a user input given
+// by the caller, or an output kept for the caller.
 struct GivenInput {
   std::string method;
-  std::string input;
+  std::string input;  // the input's name; "output<i>" for outputs
   DType dtype = DType::kInvalid;
   std::vector<int64_t> sizes;
   std::string data;  // row-major elements
@@ -47,6 +48,8 @@ struct VerifyOptions {
   // given input that names no user input, or whose dtype, sizes or byte
   // count differ from the input's, is InvalidArgument.
   std::vector<GivenInput> inputs;
+  // Keep the lowered program's outputs in VerifyReport::lowered_outputs.
+  bool keep_outputs = false;
   // Checked between steps; returning false stops with CANCELLED.
   std::function<bool()> keep_going;
 };
@@ -68,6 +71,9 @@ struct VerifyReport {
   std::string device;  // "sim" or "cuda"
   std::string error;   // runtime error naming the node; empty if none
   std::vector<OutputComparison> outputs;
+  // With VerifyOptions::keep_outputs: every method output of the lowered
+  // program, as computed on the backend.
+  std::vector<GivenInput> lowered_outputs;
 
   // One line per output, after a headline ("verify on sim: OK ...").
   std::string Summary() const;

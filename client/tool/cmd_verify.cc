@@ -9,6 +9,8 @@
 #include "client/tool/remote.h"
 #include "client/tool/tool_common.h"
 #include "ferry/v1/program.pb.h"
+#include "google/protobuf/text_format.h"
+#include "google/protobuf/util/json_util.h"
 #include "passes/diagnostics.h"
 #include "passes/pipeline.h"
 #include "passes/proto_io.h"
@@ -34,7 +36,9 @@ std::string VerifyUsage() {
          "an already-lowered program and ORIG the program it was lowered "
          "from.\n"
          "INPUTS (a ferry.v1.InputSet: text, binary or JSON by extension) "
-         "gives values\nfor some inputs; the others come from the seed.\n"
+         "gives values\nfor some inputs; the others come from the seed. "
+         "--dump-outputs=OUT writes the\nlowered program's outputs as an "
+         "InputSet (inputs named output0, output1, ...).\n"
          "Exit 0 when the outputs match, 1 on a mismatch, a runtime error or "
          "a compile\n"
          "error, 2 on usage or unreadable input, 3 when the device is not "
@@ -58,8 +62,8 @@ bool ImportChecked(const v1::Program& proto, const std::string& file,
 }  // namespace
 
 int RunVerify(const Args& args) {
-  std::string file, original_file, inputs_file, format, report = "text",
-                                                  device = "auto";
+  std::string file, original_file, inputs_file, dump_file, format,
+      report = "text", device = "auto";
   uint64_t seed = 0;
   v1::LowerOptions overrides;
   RemoteOptions remote;
@@ -87,6 +91,8 @@ int RunVerify(const Args& args) {
       }
     } else if (ParseFlag(arg, "--original", &value) && !value.empty()) {
       original_file = value;
+    } else if (ParseFlag(arg, "--dump-outputs", &value) && !value.empty()) {
+      dump_file = value;
     } else if (arg == "--inputs" && i + 1 < args.size()) {
       inputs_file = args[++i];
     } else if (ParseFlag(arg, "--inputs", &value) && !value.empty()) {
@@ -136,9 +142,11 @@ int RunVerify(const Args& args) {
     std::fputs(VerifyUsage().c_str(), stderr);
     return kExitUsage;
   }
-  if (remote.enabled() && !inputs_file.empty()) {
+  options.keep_outputs = !dump_file.empty();
+  if (remote.enabled() && (!inputs_file.empty() || !dump_file.empty())) {
     std::fprintf(stderr,
-                 "ferry verify: --inputs runs in-process only (no --server)\n");
+                 "ferry verify: --inputs and --dump-outputs run in-process only "
+                 "(no --server)\n");
     return kExitUsage;
   }
   if (remote.enabled() && !original_file.empty()) {
@@ -211,6 +219,29 @@ int RunVerify(const Args& args) {
     return verified.status().code() == absl::StatusCode::kFailedPrecondition
                ? kExitNoDevice
                : kExitErrors;
+  }
+  if (!dump_file.empty()) {
+    v1::InputSet dumped;
+    for (const GivenInput& out : verified->lowered_outputs) {
+      v1::InputValue* value = dumped.add_values();
+      value->set_method(out.method);
+      value->set_input(out.input);
+      value->mutable_spec()->set_dtype(static_cast<v1::DType>(out.dtype));
+      for (int64_t s : out.sizes) value->mutable_spec()->add_sizes(s);
+      value->set_data(out.data);
+    }
+    std::string bytes;
+    switch (FormatFromPath(dump_file)) {
+      case FileFormat::kBinary:
+        bytes = dumped.SerializeAsString();
+        break;
+      case FileFormat::kJson:
+        (void)google::protobuf::util::MessageToJsonString(dumped, &bytes);
+        break;
+      default:
+        google::protobuf::TextFormat::PrintToString(dumped, &bytes);
+    }
+    if (!WriteOutput(dump_file, bytes)) return kExitUsage;
   }
   if (report == "json") {
     std::printf("%s\n", verified->ToJson().c_str());
