@@ -156,40 +156,100 @@ void AdoptGetItems(Method& method) {
   }
 }
 
-// Reports each group that a path leaves and re-enters.
+// Reports each group that a path leaves and re-enters. Contract every group
+// to one unit (every other node is a unit of its own): a group is convex and
+// can be ordered with the others exactly when its unit is on no cycle of
+// the contracted graph, i.e. alone in its strongly connected component.
+// Tarjan's algorithm, iterative; linear in nodes and edges.
 void CheckConvex(const Method& method, const Groups& groups,
                  Diagnostics& diagnostics) {
-  const size_t n = method.nodes.size();
+  const int32_t n = static_cast<int32_t>(method.nodes.size());
+  const int32_t g = static_cast<int32_t>(groups.tags.size());
   const std::vector<std::vector<int32_t>> effects =
       EffectDependencies(method, StorageRoots(method));
-  // For each node outside group g that depends on g: g is in depends[node].
-  std::vector<std::vector<int32_t>> depends(n);
-  std::vector<char> reported(groups.tags.size(), 0);
-  for (size_t i = 0; i < n; ++i) {
-    const int32_t own = groups.of[i];
-    std::vector<int32_t> deps;
-    auto depend = [&](int32_t d) {
-      for (int32_t g : depends[d]) deps.push_back(g);
-      if (groups.of[d] != kNoGroup && groups.of[d] != own)
-        deps.push_back(groups.of[d]);
-    };
-    ForEachOperand(method.nodes[i], [&](const ValueId& v) { depend(v.node); });
-    for (int32_t d : effects[i]) depend(d);
-    std::sort(deps.begin(), deps.end());
-    deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
-    if (own != kNoGroup &&
-        std::binary_search(deps.begin(), deps.end(), own) && !reported[own]) {
-      reported[own] = 1;
-      diagnostics.Error(
-          codes::kPartitionCycle,
-          absl::StrCat("partition '", groups.tags[own],
-                       "' is not convex: '", method.nodes[i].name,
-                       "' depends on the partition through nodes outside it"),
-          {method.nodes[i].name},
-          "tag the nodes on the path too, or split the partition");
+  auto unit = [&](int32_t node) {
+    return groups.of[node] != kNoGroup ? groups.of[node] : g + node;
+  };
+  auto for_each_dependency = [&](int32_t i, auto&& fn) {
+    ForEachOperand(method.nodes[i], [&](const ValueId& v) { fn(v.node); });
+    for (int32_t d : effects[i]) fn(d);
+  };
+  // Edges dependency -> reader, as compressed rows.
+  const int32_t units = g + n;
+  std::vector<int32_t> start(units + 1, 0);
+  for (int32_t i = 0; i < n; ++i)
+    for_each_dependency(i, [&](int32_t d) {
+      if (unit(d) != unit(i)) ++start[unit(d) + 1];
+    });
+  for (int32_t u = 0; u < units; ++u) start[u + 1] += start[u];
+  std::vector<int32_t> edges(start[units]);
+  std::vector<int32_t> fill(start.begin(), start.end() - 1);
+  for (int32_t i = 0; i < n; ++i)
+    for_each_dependency(i, [&](int32_t d) {
+      if (unit(d) != unit(i)) edges[fill[unit(d)]++] = unit(i);
+    });
+
+  std::vector<int32_t> index(units, -1), low(units, 0), component(units, -1);
+  std::vector<char> on_stack(units, 0);
+  std::vector<int32_t> stack, call;  // call: units whose edges are walked
+  std::vector<int32_t> next_edge(units, 0);
+  int32_t counter = 0, components = 0;
+  std::vector<int32_t> component_size;
+  for (int32_t root = 0; root < units; ++root) {
+    if (index[root] != -1) continue;
+    call.push_back(root);
+    while (!call.empty()) {
+      const int32_t u = call.back();
+      if (index[u] == -1) {
+        index[u] = low[u] = counter++;
+        next_edge[u] = start[u];
+        stack.push_back(u);
+        on_stack[u] = 1;
+      }
+      if (next_edge[u] < start[u + 1]) {
+        const int32_t w = edges[next_edge[u]++];
+        if (index[w] == -1)
+          call.push_back(w);
+        else if (on_stack[w])
+          low[u] = std::min(low[u], index[w]);
+        continue;
+      }
+      call.pop_back();
+      if (!call.empty()) low[call.back()] = std::min(low[call.back()], low[u]);
+      if (low[u] == index[u]) {
+        int32_t size = 0, w;
+        do {
+          w = stack.back();
+          stack.pop_back();
+          on_stack[w] = 0;
+          component[w] = components;
+          ++size;
+        } while (w != u);
+        component_size.push_back(size);
+        ++components;
+      }
     }
-    deps.erase(std::remove(deps.begin(), deps.end(), own), deps.end());
-    depends[i] = std::move(deps);
+  }
+  // A group on a cycle: name its first member that depends on the cycle.
+  std::vector<char> reported(g, 0);
+  for (int32_t i = 0; i < n; ++i) {
+    const int32_t own = groups.of[i];
+    if (own == kNoGroup || reported[own] ||
+        component_size[component[own]] == 1)
+      continue;
+    bool closes = false;
+    for_each_dependency(i, [&](int32_t d) {
+      closes |= unit(d) != own && component[unit(d)] == component[own];
+    });
+    if (!closes) continue;
+    reported[own] = 1;
+    diagnostics.Error(
+        codes::kPartitionCycle,
+        absl::StrCat("partition '", groups.tags[own], "' is not convex: '",
+                     method.nodes[i].name,
+                     "' depends on the partition through nodes outside it"),
+        {method.nodes[i].name},
+        "tag the nodes on the path too, or split the partition");
   }
 }
 

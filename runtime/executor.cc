@@ -157,6 +157,7 @@ absl::Status WithContext(const absl::Status& status, absl::string_view prefix) {
 struct ProgramState {
   ProgramState(const Program& p, ExecutionMode m, uint64_t seed)
       : program(p),
+        index(p),
         mode(m),
         data_seed(seed),
         devices(m == ExecutionMode::kEager ? MemoryKind::kHostOnly
@@ -164,6 +165,7 @@ struct ProgramState {
                                            : MemoryKind::kCuda) {}
 
   const Program& program;
+  const ProgramIndex index;  // modules and constants by name
   ExecutionMode mode;
   uint64_t data_seed;
   DeviceSet devices;
@@ -186,7 +188,7 @@ struct ProgramState {
   absl::StatusOr<Storage> HostConstant(const std::string& name) {
     auto it = host_constants.find(name);
     if (it != host_constants.end()) return it->second;
-    const Constant* constant = program.FindConstant(name);
+    const Constant* constant = index.FindConstant(name);
     if (!constant) {
       return absl::InvalidArgumentError(
           absl::StrCat("constant '", name, "' is not in the constant table"));
@@ -446,7 +448,7 @@ bool MethodInstance::DetectSelfStagingDelegates() const {
         (node.target == kH2DCopyOp || node.target == kD2HCopyOp))
       return false;
     if (node.kind == NodeKind::kDelegate) {
-      const LoweredModule* module = state_.program.FindModule(node.target);
+      const LoweredModule* module = state_.index.FindModule(node.target);
       if (!module) continue;
       std::optional<std::string> text = module->TargetDeviceText();
       if (!text) continue;
@@ -634,7 +636,7 @@ absl::Status MethodInstance::LoadConstantNode(
   const Node& n = method_.nodes[node];
   const TensorSpec* spec = n.Spec();
   if (!spec) return NodeError(node, "program data must be a tensor");
-  const Constant* constant = state_.program.FindConstant(constant_name);
+  const Constant* constant = state_.index.FindConstant(constant_name);
   if (!constant) {
     return NodeError(node, absl::StrCat("constant '", constant_name,
                                         "' is not in the constant table"));
@@ -1014,7 +1016,7 @@ absl::Status MethodInstance::LoadGetItem(int32_t node) {
 
 absl::Status MethodInstance::LoadDelegate(int32_t node) {
   const Node& n = method_.nodes[node];
-  const LoweredModule* module = state_.program.FindModule(n.target);
+  const LoweredModule* module = state_.index.FindModule(n.target);
   if (!module)
     return NodeError(node,
                      absl::StrCat("module '", n.target, "' does not exist"));

@@ -44,6 +44,20 @@ TEST(Partition, TaggedGroupThatLeavesAndReentersIsAnError) {
   EXPECT_EQ(d.items()[0].nodes[0], "u");
 }
 
+TEST(Partition, TwoGroupsThatNeedEachOtherAreACycle) {
+  // g1 -> g2 -> g1: each group alone is convex, but neither delegate can run
+  // first.
+  Program p = ParseProgram(MethodText(
+      "f", Input("a") + Call("t", "aten::sin", {"a"}, "g1") +
+               Call("u", "aten::cos", {"t"}, "g2") +
+               Call("v", "aten::exp", {"u"}, "g1") + Output({"v"})));
+  Diagnostics d;
+  ASSERT_TRUE(Partition(p, ParseOptions("", p), d).ok());
+  ASSERT_TRUE(d.HasErrors());
+  EXPECT_EQ(d.items()[0].code, codes::kPartitionCycle);
+  EXPECT_EQ(d.items()[0].nodes[0], "u");
+}
+
 TEST(Partition, HostWriteBetweenGroupMembersIsACycle) {
   // u reads t after the host relu_ wrote it: lowering t and u together
   // would read t before the write.
