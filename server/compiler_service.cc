@@ -628,6 +628,15 @@ void CompilerService::RunVerify(Call* call, const v1::VerifyRequest& request,
   options.device = DeviceFromProto(request.device());
   options.seed = request.seed();
   options.keep_going = keep_going;
+  for (const v1::InputValue& value : request.inputs().values()) {
+    GivenInput input;
+    input.method = value.method();
+    input.input = value.input();
+    input.dtype = static_cast<DType>(value.spec().dtype());
+    input.sizes.assign(value.spec().sizes().begin(), value.spec().sizes().end());
+    input.data = value.data();
+    options.inputs.push_back(std::move(input));
+  }
   absl::StatusOr<VerifyReport> report =
       VerifyPrograms(original, lowered->program, options);
   RecordJobTime(Clock::now() - start);
@@ -641,6 +650,12 @@ void CompilerService::RunVerify(Call* call, const v1::VerifyRequest& request,
         return;
       case absl::StatusCode::kCancelled:
         call->Complete(call->Unwanted("while verifying"));
+        return;
+      case absl::StatusCode::kInvalidArgument:  // a given input does not fit
+        metrics_.RecordVerification("none", "error");
+        call->Complete(
+            InvalidFieldError("inputs", report.status().message(),
+                              "INPUT_DOES_NOT_FIT"));
         return;
       default:
         metrics_.RecordVerification("none", "error");

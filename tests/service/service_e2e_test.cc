@@ -226,6 +226,31 @@ TEST(ServiceTest, VerifyOfProgramThatFailsToCompileRunsNothing) {
   EXPECT_GT(response->diagnostics_size(), 0);
 }
 
+TEST(ServiceTest, VerifyWithAnInputThatDoesNotFitIsInvalidArgument) {
+  auto server = StartServer(LoopbackConfig());
+  ASSERT_NE(server, nullptr);
+  auto client = Connect(server->address());
+  v1::VerifyRequest request;
+  *request.mutable_request() = TinyRequest();
+  request.set_device(v1::VERIFY_DEVICE_SIM);
+  v1::InputValue* value = request.mutable_inputs()->add_values();
+  value->set_method(request.request().program().methods(0).name());
+  value->set_input("no_such_input");
+  value->mutable_spec()->set_dtype(v1::F32);
+  value->set_data(std::string(16, '\0'));
+
+  absl::StatusOr<v1::VerifyResponse> response = client->Verify(request);
+  ASSERT_EQ(response.status().code(), absl::StatusCode::kInvalidArgument)
+      << response.status();
+  std::optional<google::rpc::BadRequest> bad =
+      ErrorDetail<google::rpc::BadRequest>(response.status());
+  ASSERT_TRUE(bad.has_value());
+  ASSERT_EQ(bad->field_violations_size(), 1);
+  EXPECT_EQ(bad->field_violations(0).field(), "inputs");
+  EXPECT_NE(bad->field_violations(0).description().find("no_such_input"),
+            std::string::npos);
+}
+
 TEST(ServiceTest, VerifyOnMissingDeviceIsFailedPrecondition) {
   ServerHooks hooks;
   hooks.force_no_cuda = true;
