@@ -30,59 +30,51 @@ namespace {
 
 constexpr int64_t kAlignment = 64;
 
-// Ordinary host memory. As a "sim cuda:N" memory it is a simulated device:
-// the same malloc'd bytes, but a pool of its own, so every buffer is known
-// to be on one side or the other. Kernels are the host kernels.
-class HostLikeMemory : public DeviceMemory {
- public:
-  explicit HostLikeMemory(Device device) : device_(device) {}
-
-  Device device() const override { return device_; }
-  std::string name() const override {
-    return device_.is_host() ? "host"
-                             : absl::StrCat("sim ", device_.ToString());
-  }
-
-  absl::StatusOr<DeviceBuffer> Allocate(int64_t bytes) override {
-    if (bytes < 0)
-      return absl::InvalidArgumentError("negative allocation size");
-    const int64_t rounded = std::max<int64_t>(
-        (bytes + kAlignment - 1) / kAlignment * kAlignment, kAlignment);
-    void* data = std::aligned_alloc(kAlignment, rounded);
-    if (!data) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat(name(), ": cannot allocate ", bytes, " bytes"));
-    }
-    std::memset(data, 0, rounded);
-    return DeviceBuffer(this, static_cast<std::byte*>(data), bytes);
-  }
-
-  absl::Status CopyFromHost(std::byte* dst, const std::byte* src,
-                            int64_t bytes) override {
-    if (bytes > 0) std::memmove(dst, src, bytes);
-    return absl::OkStatus();
-  }
-  absl::Status CopyToHost(std::byte* dst, const std::byte* src,
-                          int64_t bytes) override {
-    if (bytes > 0) std::memmove(dst, src, bytes);
-    return absl::OkStatus();
-  }
-  absl::Status CopyStrided(const TensorView& dst,
-                           const TensorView& src) override {
-    return CopyStridedHost(dst, src);
-  }
-  absl::Status RunKernel(const KernelCall& call) override {
-    return RunHostKernel(call);
-  }
-
- protected:
-  void Free(std::byte* data) override { std::free(data); }
-
- private:
-  Device device_;
-};
-
 }  // namespace
+
+std::string HostLikeMemory::name() const {
+  return device_.is_host() ? "host" : absl::StrCat("sim ", device_.ToString());
+}
+
+absl::StatusOr<DeviceBuffer> HostLikeMemory::Allocate(int64_t bytes) {
+  if (bytes < 0) return absl::InvalidArgumentError("negative allocation size");
+  const int64_t rounded = std::max<int64_t>(
+      (bytes + kAlignment - 1) / kAlignment * kAlignment, kAlignment);
+  void* data = AllocateBytes(rounded);
+  if (!data) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(name(), ": cannot allocate ", bytes, " bytes"));
+  }
+  std::memset(data, 0, rounded);
+  return DeviceBuffer(this, static_cast<std::byte*>(data), bytes);
+}
+
+void* HostLikeMemory::AllocateBytes(int64_t bytes) {
+  return std::aligned_alloc(kAlignment, bytes);
+}
+
+void HostLikeMemory::FreeBytes(void* data) { std::free(data); }
+
+absl::Status HostLikeMemory::CopyFromHost(std::byte* dst, const std::byte* src,
+                                          int64_t bytes) {
+  if (bytes > 0) std::memmove(dst, src, bytes);
+  return absl::OkStatus();
+}
+
+absl::Status HostLikeMemory::CopyToHost(std::byte* dst, const std::byte* src,
+                                        int64_t bytes) {
+  if (bytes > 0) std::memmove(dst, src, bytes);
+  return absl::OkStatus();
+}
+
+absl::Status HostLikeMemory::CopyStrided(const TensorView& dst,
+                                         const TensorView& src) {
+  return CopyStridedHost(dst, src);
+}
+
+absl::Status HostLikeMemory::RunKernel(const KernelCall& call) {
+  return RunHostKernel(call);
+}
 
 DeviceSet::DeviceSet(MemoryKind kind) : kind_(kind) {
 #ifdef FERRY_HAVE_CUDA

@@ -82,6 +82,35 @@ class DeviceMemory {
   virtual void Free(std::byte* data) = 0;
 };
 
+// Memory the host kernels can touch: the host itself, or a simulated device
+// ("sim cuda:N": the same kind of bytes in a pool of its own, so every buffer
+// is known to be on one side or the other). Subclasses choose how the bytes
+// are obtained (the CUDA backend pins them).
+class HostLikeMemory : public DeviceMemory {
+ public:
+  explicit HostLikeMemory(Device device) : device_(device) {}
+
+  Device device() const override { return device_; }
+  std::string name() const override;
+  absl::StatusOr<DeviceBuffer> Allocate(int64_t bytes) override;
+  absl::Status CopyFromHost(std::byte* dst, const std::byte* src,
+                            int64_t bytes) override;
+  absl::Status CopyToHost(std::byte* dst, const std::byte* src,
+                          int64_t bytes) override;
+  absl::Status CopyStrided(const TensorView& dst,
+                           const TensorView& src) override;
+  absl::Status RunKernel(const KernelCall& call) override;
+
+ protected:
+  // `bytes` (a multiple of 64) aligned bytes, or null.
+  virtual void* AllocateBytes(int64_t bytes);
+  virtual void FreeBytes(void* data);
+  void Free(std::byte* data) override { FreeBytes(data); }
+
+ private:
+  Device device_;
+};
+
 enum class MemoryKind {
   kHostOnly,  // one host memory; device placements are ignored (eager)
   kSim,       // host + simulated devices

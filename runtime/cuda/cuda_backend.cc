@@ -875,50 +875,25 @@ absl::Status CudaDeviceMemory::RunCat(const KernelCall& call) {
 
 // Pinned host memory: the host side of copies in CUDA mode. Falls back to
 // ordinary memory if pinning fails.
-class PinnedHostMemory final : public DeviceMemory {
+class PinnedHostMemory final : public HostLikeMemory {
  public:
-  Device device() const override { return Device::Cpu(); }
-  std::string name() const override { return "host"; }
-
-  absl::StatusOr<DeviceBuffer> Allocate(int64_t bytes) override {
-    const int64_t rounded = std::max<int64_t>((bytes + 63) / 64 * 64, 64);
-    void* data = nullptr;
-    if (cudaHostAlloc(&data, rounded, cudaHostAllocPortable) == cudaSuccess) {
-      pinned_.insert(data);
-    } else {
-      cudaGetLastError();
-      data = std::aligned_alloc(64, rounded);
-      if (!data)
-        return absl::ResourceExhaustedError(
-            absl::StrCat("host: cannot allocate ", bytes));
-    }
-    std::memset(data, 0, rounded);
-    return DeviceBuffer(this, static_cast<std::byte*>(data), bytes);
-  }
-  absl::Status CopyFromHost(std::byte* dst, const std::byte* src,
-                            int64_t bytes) override {
-    if (bytes > 0) std::memmove(dst, src, bytes);
-    return absl::OkStatus();
-  }
-  absl::Status CopyToHost(std::byte* dst, const std::byte* src,
-                          int64_t bytes) override {
-    if (bytes > 0) std::memmove(dst, src, bytes);
-    return absl::OkStatus();
-  }
-  absl::Status CopyStrided(const TensorView& dst,
-                           const TensorView& src) override {
-    return CopyStridedHost(dst, src);
-  }
-  absl::Status RunKernel(const KernelCall& call) override {
-    return RunHostKernel(call);
-  }
+  PinnedHostMemory() : HostLikeMemory(Device::Cpu()) {}
 
  protected:
-  void Free(std::byte* data) override {
+  void* AllocateBytes(int64_t bytes) override {
+    void* data = nullptr;
+    if (cudaHostAlloc(&data, bytes, cudaHostAllocPortable) == cudaSuccess) {
+      pinned_.insert(data);
+      return data;
+    }
+    cudaGetLastError();
+    return HostLikeMemory::AllocateBytes(bytes);
+  }
+  void FreeBytes(void* data) override {
     if (pinned_.erase(data)) {
       cudaFreeHost(data);
     } else {
-      std::free(data);
+      HostLikeMemory::FreeBytes(data);
     }
   }
 
