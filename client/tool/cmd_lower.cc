@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "client/tool/remote.h"
+#include "client/tool/shared_options.h"
 #include "client/tool/tool_common.h"
 #include "passes/pipeline.h"
 
@@ -26,9 +27,13 @@ std::string LowerUsage() {
 }  // namespace
 
 int RunLower(const Args& args) {
-  std::string file, format, out, report = "text";
-  v1::LowerOptions overrides;
-  RemoteOptions remote;
+  SharedOptions shared;
+  std::string& file = shared.file;
+  std::string& format = shared.format;
+  std::string& report = shared.report;
+  v1::LowerOptions& overrides = shared.overrides;
+  RemoteOptions& remote = shared.remote;
+  std::string out;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
     std::string value, error;
@@ -39,28 +44,8 @@ int RunLower(const Args& args) {
       out = args[++i];
     } else if (ParseFlag(arg, "--output", &value) && !value.empty()) {
       out = value;
-    } else if (ParseFlag(arg, "--format", &value)) {
-      format = value;
-    } else if (ParseFlag(arg, "--report", &value)) {
-      report = value;
-    } else if (ParseRemoteFlag(args, &i, &remote, &error)) {
-      if (!error.empty()) {
-        std::fprintf(stderr, "ferry lower: %s\n", error.c_str());
-        return kExitUsage;
-      }
-    } else if (ApplyLoweringFlag(arg, &overrides, &error)) {
-      if (!error.empty()) {
-        std::fprintf(stderr, "ferry lower: %s\n", error.c_str());
-        return kExitUsage;
-      }
-    } else if (!arg.empty() && arg[0] == '-') {
-      std::fprintf(stderr, "ferry lower: unknown option '%s'\n\n%s",
-                   arg.c_str(), LowerUsage().c_str());
-      return kExitUsage;
-    } else if (file.empty()) {
-      file = arg;
-    } else {
-      std::fprintf(stderr, "ferry lower: one FILE only\n");
+    } else if (ParseSharedOption(args, &i, "lower", LowerUsage(), &shared) ==
+               Parsed::kUsageError) {
       return kExitUsage;
     }
   }

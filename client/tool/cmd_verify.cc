@@ -7,6 +7,7 @@
 
 #include "absl/strings/numbers.h"
 #include "client/tool/remote.h"
+#include "client/tool/shared_options.h"
 #include "client/tool/tool_common.h"
 #include "ferry/v1/program.pb.h"
 #include "google/protobuf/text_format.h"
@@ -62,11 +63,14 @@ bool ImportChecked(const v1::Program& proto, const std::string& file,
 }  // namespace
 
 int RunVerify(const Args& args) {
-  std::string file, original_file, inputs_file, dump_file, format,
-      report = "text", device = "auto";
+  SharedOptions shared;
+  std::string& file = shared.file;
+  std::string& format = shared.format;
+  std::string& report = shared.report;
+  v1::LowerOptions& overrides = shared.overrides;
+  RemoteOptions& remote = shared.remote;
+  std::string original_file, inputs_file, dump_file, device = "auto";
   uint64_t seed = 0;
-  v1::LowerOptions overrides;
-  RemoteOptions remote;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
     std::string value, error;
@@ -99,28 +103,8 @@ int RunVerify(const Args& args) {
       inputs_file = value;
     } else if (ParseFlag(arg, "--device", &value)) {
       device = value;
-    } else if (ParseFlag(arg, "--format", &value)) {
-      format = value;
-    } else if (ParseFlag(arg, "--report", &value)) {
-      report = value;
-    } else if (ParseRemoteFlag(args, &i, &remote, &error)) {
-      if (!error.empty()) {
-        std::fprintf(stderr, "ferry verify: %s\n", error.c_str());
-        return kExitUsage;
-      }
-    } else if (ApplyLoweringFlag(arg, &overrides, &error)) {
-      if (!error.empty()) {
-        std::fprintf(stderr, "ferry verify: %s\n", error.c_str());
-        return kExitUsage;
-      }
-    } else if (!arg.empty() && arg[0] == '-') {
-      std::fprintf(stderr, "ferry verify: unknown option '%s'\n\n%s",
-                   arg.c_str(), VerifyUsage().c_str());
-      return kExitUsage;
-    } else if (file.empty()) {
-      file = arg;
-    } else {
-      std::fprintf(stderr, "ferry verify: one FILE only\n");
+    } else if (ParseSharedOption(args, &i, "verify", VerifyUsage(),
+                                 &shared) == Parsed::kUsageError) {
       return kExitUsage;
     }
   }
