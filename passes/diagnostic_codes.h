@@ -23,6 +23,7 @@ inline constexpr char kBadResult[] = "FERRY-E0113";   // result kind missing / w
 inline constexpr char kBadInputKind[] = "FERRY-E0114";
 inline constexpr char kNoMethods[] = "FERRY-E0115";
 inline constexpr char kTupleUsedAsValue[] = "FERRY-E0116";  // whole tuple where a tensor is needed
+inline constexpr char kOutputNotAValue[] = "FERRY-E0117";   // an output argument that names no value
 
 // --- Tensor specs -------------------------------------------------------------
 inline constexpr char kBadDType[] = "FERRY-E0201";
@@ -31,6 +32,8 @@ inline constexpr char kBadSizes[] = "FERRY-E0203";     // negative size
 inline constexpr char kSpecOverflow[] = "FERRY-E0204";
 inline constexpr char kOutsideStorage[] = "FERRY-E0205";  // constant data too small / wrong size
 inline constexpr char kBadDevice[] = "FERRY-E0206";
+inline constexpr char kConstantLayout[] = "FERRY-E0207";  // node reads a constant in another layout
+inline constexpr char kBadPlacement[] = "FERRY-E0208";    // memory placement outside its arena
 
 // --- Operator schemas and shapes ---------------------------------------------------
 inline constexpr char kArity[] = "FERRY-E0301";
@@ -38,6 +41,7 @@ inline constexpr char kArgumentType[] = "FERRY-E0302";
 inline constexpr char kShapeMismatch[] = "FERRY-E0303";
 inline constexpr char kDTypeMismatch[] = "FERRY-E0304";
 inline constexpr char kResultCount[] = "FERRY-E0305";
+inline constexpr char kScalarFromDataOp[] = "FERRY-E0306";  // scalar result of a non-metadata op
 
 // --- Lowered modules ------------------------------------------------------------
 inline constexpr char kBadTargetDevice[] = "FERRY-E0401";
@@ -45,6 +49,13 @@ inline constexpr char kDelegateArity[] = "FERRY-E0402";
 inline constexpr char kDelegateResult[] = "FERRY-E0403";  // returns_tuple vs node result
 inline constexpr char kBadModule[] = "FERRY-E0404";       // subgraph problems
 inline constexpr char kDuplicateModule[] = "FERRY-E0405";
+inline constexpr char kModuleCycle[] = "FERRY-E0406";         // a module calls itself, directly or not
+inline constexpr char kModuleNestingTooDeep[] = "FERRY-E0407";
+inline constexpr char kModuleExpansionTooLarge[] = "FERRY-E0408";  // nodes instantiated by delegate calls
+inline constexpr char kModuleOutputNotTensor[] = "FERRY-E0409";
+inline constexpr char kDelegateLayout[] = "FERRY-E0410";      // argument laid out unlike input_layouts
+inline constexpr char kNestedDelegateDevice[] = "FERRY-E0411";  // nested delegate on another device
+inline constexpr char kCopyInDeviceModule[] = "FERRY-E0412";  // et_copy inside a device module
 
 // --- Options ----------------------------------------------------------------------
 inline constexpr char kBadOption[] = "FERRY-E0501";

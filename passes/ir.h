@@ -243,10 +243,25 @@ struct Arena {
   int64_t lower_bound = 0;
 };
 
+// The options a method was lowered with (ferry.v1.LoweredWith), resolved
+// for that method. Recorded by the pipeline; read by verification.
+struct LoweredWith {
+  bool skip_h2d_for_method_inputs = false;
+  bool skip_d2h_for_method_outputs = false;
+  bool error_on_per_call_copies = false;
+  bool enable_non_cpu_memory_planning = true;
+  bool alloc_graph_input = true;
+  bool alloc_graph_output = true;
+  int32_t constant_staging = 0;  // ferry.v1.ConstantStaging, as given
+  friend bool operator==(const LoweredWith&, const LoweredWith&) = default;
+};
+
 struct Method {
   std::string name;
   std::vector<Node> nodes;
   std::vector<Arena> arenas;
+  // Set on the methods of a lowered program; nullopt when not recorded.
+  std::optional<LoweredWith> lowered_with;
 
   const TensorSpec* Spec(ValueId v) const {
     return v.node >= 0 && v.node < static_cast<int32_t>(nodes.size())

@@ -22,7 +22,9 @@
 // UpdateReaders rewrites the specs of the nodes naming it and of views of it.
 #include "passes/normalize_layout.h"
 
+#include <algorithm>
 #include <cstring>
+#include <limits>
 #include <set>
 
 #include "absl/container/flat_hash_map.h"
@@ -30,6 +32,7 @@
 #include "absl/strings/str_cat.h"
 #include "passes/alias.h"
 #include "passes/diagnostic_codes.h"
+#include "passes/resource_limits.h"
 #include "passes/schema.h"
 #include "passes/shape_rules.h"
 
@@ -99,18 +102,51 @@ class FindTensorsToNormalize {
   }
 };
 
-// Phase 2: new data and spec for one constant.
+// Phase 2: new data and spec for one constant. The contiguous copy is
+// counted before it is made: it must fit max_tensor_bytes, and everything
+// this pass adds must fit the lowering's max_expansion allowance (a 4-byte
+// constant with strides [0,0] declared f32[8000,8000] would grow to 256 MB).
 class Relayout {
  public:
-  void Run(Constant& constant) {
+  explicit Relayout(const LowerOptions& options)
+      : limits_(options.limits),
+        allowed_(ExpansionAllowance(options.request_bytes, options.limits)) {}
+
+  absl::Status Run(Constant& constant) {
     if (constant.data) {
       std::optional<int64_t> span = constant.spec.StorageBytes();
-      if (span && *span <= static_cast<int64_t>(constant.data->size()))
+      if (span && *span <= static_cast<int64_t>(constant.data->size())) {
+        if (absl::Status fits = Charge(constant); !fits.ok()) return fits;
         constant.data = ToContiguousBytes(constant.spec, *constant.data);
+      }
     }
     constant.spec.strides = ContiguousStrides(constant.spec.sizes);
     constant.spec.storage_offset = 0;
+    return absl::OkStatus();
   }
+
+ private:
+  absl::Status Charge(const Constant& constant) {
+    const int64_t old_bytes = static_cast<int64_t>(constant.data->size());
+    std::optional<int64_t> new_bytes = constant.spec.NumBytes();
+    if (!new_bytes || *new_bytes > limits_.max_tensor_bytes)
+      return ResourceLimitError(ResourceViolation{
+          "max_tensor_bytes", ConstantSubject(constant.name),
+          new_bytes.value_or(std::numeric_limits<int64_t>::max()),
+          limits_.max_tensor_bytes});
+    std::optional<int64_t> grown =
+        CheckedAdd(added_, std::max<int64_t>(*new_bytes - old_bytes, 0));
+    if (!grown || *grown > allowed_)
+      return ResourceLimitError(ResourceViolation{
+          "max_expansion", ConstantSubject(constant.name),
+          grown.value_or(std::numeric_limits<int64_t>::max()), allowed_});
+    added_ = *grown;
+    return absl::OkStatus();
+  }
+
+  const ResourceLimits& limits_;
+  const int64_t allowed_;
+  int64_t added_ = 0;  // bytes of data this pass has added so far
 };
 
 // Phase 3: specs of the nodes naming a changed constant, and of views of
@@ -177,11 +213,12 @@ absl::StatusOr<PassStats> NormalizeLayout(Program& program,
   }
   absl::flat_hash_set<std::string> changed(names.begin(), names.end());
   absl::flat_hash_map<std::string, std::vector<int64_t>> old_strides;
+  Relayout relayout(options);
   for (const std::string& name : names) {
     Constant* constant = program.FindConstant(name);
     FERRY_RET_CHECK(constant != nullptr);
     old_strides[name] = constant->spec.Strides();
-    Relayout().Run(*constant);
+    if (absl::Status fits = relayout.Run(*constant); !fits.ok()) return fits;
   }
   absl::flat_hash_map<std::string, std::string> first_node;
   for (Method& method : program.methods) {

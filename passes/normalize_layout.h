@@ -9,7 +9,10 @@
 // (FERRY-W0601) per tensor changed, naming it. Contiguous and channels-last
 // tensors are untouched. A tensor that an already-lowered delegate reads (or
 // owns) is left alone: that delegate was compiled for the stored layout, and
-// place_and_copy decides whether its copy can be made.
+// place_and_copy decides whether its copy can be made. A contiguous copy
+// over options.limits (max_tensor_bytes, or all copies together over the
+// max_expansion allowance) is RESOURCE_EXHAUSTED naming the constant, before
+// it is made (resource_limits.h).
 #ifndef FERRY_PASSES_NORMALIZE_LAYOUT_H_
 #define FERRY_PASSES_NORMALIZE_LAYOUT_H_
 

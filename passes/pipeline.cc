@@ -3,6 +3,8 @@
 #include "passes/pipeline.h"
 
 #include <chrono>
+#include <exception>
+#include <new>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -46,6 +48,23 @@ LowerOptions::MethodFlag ResolveFlag(const v1::MethodFlag& proto,
     flag.per_method.emplace_back(name, value);
   }
   return flag;
+}
+
+// The options lowering records on `method` (ferry.v1.LoweredWith).
+LoweredWith RecordedOptions(const LowerOptions& options,
+                            std::string_view method) {
+  LoweredWith with;
+  with.skip_h2d_for_method_inputs =
+      options.skip_h2d_for_method_inputs.For(method);
+  with.skip_d2h_for_method_outputs =
+      options.skip_d2h_for_method_outputs.For(method);
+  with.error_on_per_call_copies = options.error_on_per_call_copies;
+  with.enable_non_cpu_memory_planning = options.enable_non_cpu_memory_planning;
+  with.alloc_graph_input = options.alloc_graph_input;
+  with.alloc_graph_output = options.alloc_graph_output;
+  with.constant_staging =
+      options.constant_staging_at_load ? v1::AT_LOAD : v1::PER_CALL;
+  return with;
 }
 
 bool AnySet(const LowerOptions::MethodFlag& flag) {
@@ -159,8 +178,11 @@ LowerStats CountStats(const Program& program) {
   return stats;
 }
 
-absl::StatusOr<LowerResult> Lower(const v1::LowerRequest& request,
-                                  const ContinueFn& keep_going) {
+namespace {
+
+absl::StatusOr<LowerResult> LowerUnguarded(const v1::LowerRequest& request,
+                                           const ContinueFn& keep_going,
+                                           const ResourceLimits& limits) {
   using Clock = std::chrono::steady_clock;
   LowerResult result;
   std::vector<PassTiming> timings;
@@ -192,6 +214,10 @@ absl::StatusOr<LowerResult> Lower(const v1::LowerRequest& request,
     return ValidateProgram(program, result.diagnostics);
   });
   if (!valid) return finish(false);
+  // The resource model (resource_limits.h): passes check what they would
+  // allocate against these before allocating it.
+  options.limits = limits;
+  options.request_bytes = static_cast<int64_t>(request.ByteSizeLong());
 
   static constexpr std::pair<const char*, PassFn> kPasses[] = {
       {"normalize_layout", &NormalizeLayout},
@@ -204,13 +230,39 @@ absl::StatusOr<LowerResult> Lower(const v1::LowerRequest& request,
     if (keep_going && !keep_going())
       return absl::CancelledError(
           absl::StrCat("lowering stopped before ", name));
-    absl::StatusOr<PassStats> stats = timed(name, [&] {
+    // `pass = pass`: clang 14 (the fuzz build) cannot capture a binding.
+    absl::StatusOr<PassStats> stats = timed(name, [&, pass = pass] {
       return pass(program, options, result.diagnostics);
     });
     if (!stats.ok()) return stats.status();
     if (result.diagnostics.HasErrors()) return finish(false);
   }
+  if (int64_t output = ConstantDataBytes(program),
+      allowed = ExpansionAllowance(options.request_bytes, limits);
+      output > allowed)
+    return ResourceLimitError(ResourceViolation{
+        "max_expansion", "program.constants", output, allowed});
+  // Emit: each method records the options it was lowered with, so that
+  // verification can tell where its inputs and outputs must be.
+  for (Method& method : program.methods)
+    method.lowered_with = RecordedOptions(options, method.name);
   return finish(true);
+}
+
+}  // namespace
+
+absl::StatusOr<LowerResult> Lower(const v1::LowerRequest& request,
+                                  const ContinueFn& keep_going,
+                                  const ResourceLimits& limits) {
+  try {
+    return LowerUnguarded(request, keep_going, limits);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(
+        "out of memory while lowering the program");
+  } catch (const std::exception& e) {
+    return absl::InternalError(
+        absl::StrCat("lowering failed with an exception: ", e.what()));
+  }
 }
 
 namespace {

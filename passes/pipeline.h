@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "passes/diagnostics.h"
 #include "passes/ir.h"
+#include "passes/resource_limits.h"
 
 namespace ferry {
 namespace v1 {
@@ -39,6 +40,10 @@ struct LowerOptions {
   std::string partition_target = "cuda:0";
   std::vector<std::pair<std::string, std::string>> tag_targets;  // sorted
   std::string partition_backend;  // empty: by target
+  // Not from the wire: what the lowering may allocate (resource_limits.h)
+  // and the request's serialized size, for max_expansion.
+  ResourceLimits limits;
+  int64_t request_bytes = 0;
 };
 
 // Converts the wire options, reporting malformed ones (unknown partitioner
@@ -83,10 +88,14 @@ struct LowerResult {
 };
 
 // Runs the whole pipeline on a request. A non-OK status means the pipeline
-// itself could not run (cancelled, internal error); problems with the program
-// are diagnostics in the result.
+// itself could not run (cancelled, internal error) or the request is over a
+// resource limit (RESOURCE_EXHAUSTED with a ResourceViolation, checked
+// before the allocation it guards; resource_limits.h); problems with the
+// program are diagnostics in the result. Never throws: an allocation failure
+// is RESOURCE_EXHAUSTED, any other exception INTERNAL.
 absl::StatusOr<LowerResult> Lower(const v1::LowerRequest& request,
-                                  const ContinueFn& keep_going = {});
+                                  const ContinueFn& keep_going = {},
+                                  const ResourceLimits& limits = {});
 
 // Counts the copies and delegates of an already lowered program.
 LowerStats CountStats(const Program& program);

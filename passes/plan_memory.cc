@@ -11,6 +11,10 @@
 //   s = sin(t)       s: [3, 5]          offset 64
 //   u = cos(s)       u: [5, 6]          offset 0   (t's bytes are free again)
 //
+// A mutable buffer (and a load-time copy) is live for the whole method, so
+// no other value of the call ever takes its bytes: state kept there survives
+// from one call to the next.
+//
 // Phases: (1) CollectBlocks finds the roots to plan and their lifetimes;
 // (2) FreeListAllocator assigns offsets per arena; (3) Apply writes
 // placements on every value, aliases included.
@@ -81,10 +85,15 @@ std::vector<Block> CollectBlocks(const Method& method,
     if (node.kind == NodeKind::kConstant ||
         (node.kind == NodeKind::kInput && IsProgramData(node.input_kind)))
       return;  // program data lives in the program
-    const bool graph_input = node.kind == NodeKind::kInput;
+    // A mutable buffer is state that outlives the call: its bytes are its
+    // own for the whole method, never reused for another value (and it is
+    // planned whatever alloc_graph_input says: the caller does not pass it).
+    const bool mutable_buffer = node.kind == NodeKind::kInput &&
+                                node.input_kind == InputKind::kMutableBuffer;
+    const bool graph_input = node.kind == NodeKind::kInput && !mutable_buffer;
     const bool graph_output = is_output[slots.Of(v)] != 0;
     if (graph_input && !options.alloc_graph_input) return;
-    if (graph_output && !options.alloc_graph_output) return;
+    if (graph_output && !options.alloc_graph_output && !mutable_buffer) return;
     std::optional<int64_t> bytes = spec.StorageBytes();
     if (!bytes) {
       diagnostics.Error(codes::kPlanFailed,
@@ -100,7 +109,7 @@ std::vector<Block> CollectBlocks(const Method& method,
     b.size = AlignUp(*bytes);
     b.first = graph_input ? 0 : i;
     b.last = std::max(last_use[slots.Of(v)], b.first);
-    if (node.kind == NodeKind::kCall && node.at_load) {
+    if ((node.kind == NodeKind::kCall && node.at_load) || mutable_buffer) {
       b.first = 0;
       b.last = n;
     }

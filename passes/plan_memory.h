@@ -11,7 +11,10 @@
 //    planned}: results of calls and delegates, copies, and graph inputs and
 //    outputs unless alloc_graph_input / alloc_graph_output is false. Program
 //    data is not planned, except AT_LOAD copies, which live in the device
-//    arena for the whole method;
+//    arena for the whole method; mutable buffers are planned (whatever
+//    alloc_graph_input / alloc_graph_output say) and also live for the
+//    whole method: no other value ever shares their bytes, so their state
+//    survives between calls;
 //  - views, in-place results and getitems carry their root's placement;
 //  - two storages share bytes only if their lifetimes (first definition to
 //    last use of any alias) do not overlap.

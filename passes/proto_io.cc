@@ -152,6 +152,17 @@ class MethodImporter {
       arena.lower_bound = a.lower_bound();
       m.arenas.push_back(arena);
     }
+    if (p.has_lowered_with()) {
+      const v1::LoweredWith& w = p.lowered_with();
+      LoweredWith& with = m.lowered_with.emplace();
+      with.skip_h2d_for_method_inputs = w.skip_h2d_for_method_inputs();
+      with.skip_d2h_for_method_outputs = w.skip_d2h_for_method_outputs();
+      with.error_on_per_call_copies = w.error_on_per_call_copies();
+      with.enable_non_cpu_memory_planning = w.enable_non_cpu_memory_planning();
+      with.alloc_graph_input = w.alloc_graph_input();
+      with.alloc_graph_output = w.alloc_graph_output();
+      with.constant_staging = static_cast<int32_t>(w.constant_staging());
+    }
     CheckOutput(m);
     return m;
   }
@@ -593,6 +604,18 @@ void ExportMethod(const Method& m, v1::Method* p) {
     pa->mutable_device()->set_index(a.device.index);
     pa->set_size(a.size);
     pa->set_lower_bound(a.lower_bound);
+  }
+  if (m.lowered_with.has_value()) {
+    const LoweredWith& with = *m.lowered_with;
+    v1::LoweredWith* w = p->mutable_lowered_with();
+    w->set_skip_h2d_for_method_inputs(with.skip_h2d_for_method_inputs);
+    w->set_skip_d2h_for_method_outputs(with.skip_d2h_for_method_outputs);
+    w->set_error_on_per_call_copies(with.error_on_per_call_copies);
+    w->set_enable_non_cpu_memory_planning(with.enable_non_cpu_memory_planning);
+    w->set_alloc_graph_input(with.alloc_graph_input);
+    w->set_alloc_graph_output(with.alloc_graph_output);
+    w->set_constant_staging(
+        static_cast<v1::ConstantStaging>(with.constant_staging));
   }
 }
 

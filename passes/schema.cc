@@ -14,7 +14,9 @@
 //
 // `*` makes the parameters after it keyword-only. An alias annotation applies
 // to a Tensor (or a list of them, `Tensor(a!)[]`); `Tensor(a -> *)` is read as
-// alias set "a". A default is checked against its parameter's type (None needs
+// alias set "a". A result's alias set (other than `*`) must be some
+// parameter's, and a written result (`Tensor(a!)`) must be a written
+// parameter's: `Tensor(a) x -> Tensor(b)` is an error. A default is checked against its parameter's type (None needs
 // an optional type, a float cannot default an int, ...) and kept as text.
 //
 // The overload name "default" is the default overload and is stored as "".
@@ -195,7 +197,7 @@ class SchemaParser {
       if (!Consume(')')) {
         while (true) {
           SchemaArgument result;
-          if (absl::Status s = ParseReturn(result); !s.ok()) return s;
+          if (absl::Status s = ParseReturn(result, schema); !s.ok()) return s;
           schema.returns.push_back(std::move(result));
           SkipSpace();
           if (Consume(')')) break;
@@ -204,18 +206,56 @@ class SchemaParser {
       }
     } else {
       SchemaArgument result;
-      if (absl::Status s = ParseReturn(result); !s.ok()) return s;
+      if (absl::Status s = ParseReturn(result, schema); !s.ok()) return s;
       schema.returns.push_back(std::move(result));
     }
     schema.returns_tuple = schema.returns.size() >= 2;
     return absl::OkStatus();
   }
 
-  absl::Status ParseReturn(SchemaArgument& result) {
+  absl::Status ParseReturn(SchemaArgument& result, const OpSchema& schema) {
     SkipSpace();
+    size_t start = pos_;
     if (absl::Status s = ParseType(result); !s.ok()) return s;
+    if (absl::Status s = CheckReturnAlias(result, schema, start); !s.ok()) {
+      return s;
+    }
     SkipSpace();
     result.name = std::string(Identifier());
+    return absl::OkStatus();
+  }
+
+  // A result's alias set names the storage it shares, so some parameter must
+  // carry that set: `Tensor(a) x -> Tensor(b)` says the result aliases
+  // storage no argument has. A written result (`Tensor(a!)`) is the written
+  // argument, so that parameter must be written too (`Tensor(a!) x`). The
+  // wildcard `*` may alias anything and is not checked.
+  static absl::Status CheckReturnAlias(const SchemaArgument& result,
+                                       const OpSchema& schema, size_t start) {
+    if (!result.alias.has_value() || result.alias->set == "*") {
+      return absl::OkStatus();
+    }
+    const AliasInfo& alias = *result.alias;
+    const SchemaArgument* owner = nullptr;
+    for (const SchemaArgument& argument : schema.arguments) {
+      if (argument.alias.has_value() && argument.alias->set == alias.set) {
+        owner = &argument;
+        break;
+      }
+    }
+    if (owner == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "column ", start + 1, ": return ", schema.returns.size(),
+          " is in alias set '", alias.set,
+          "', which no parameter has: a result can only alias an argument"));
+    }
+    if (alias.is_write && !owner->alias->is_write) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "column ", start + 1, ": return ", schema.returns.size(),
+          " is written (alias set '", alias.set, "!'), but parameter '",
+          owner->name, "' of that set is not (write it 'Tensor(", alias.set,
+          "!) ", owner->name, "')"));
+    }
     return absl::OkStatus();
   }
 

@@ -6,7 +6,10 @@
 // Order, so that diagnostics come out in a stable, readable order:
 //  1. constants (method ""): their specs, and the size of their data;
 //  2. each method, in order; then each lowered module (method
-//     "module:<id>"): its input layouts, then its graph as a method.
+//     "module:<id>"): its input layouts, then its graph as a method;
+//  3. the module call graph (ModuleCallGraph): cycles, nesting depth and
+//     the nodes the delegate calls instantiate, found iteratively (the
+//     nesting is the client's to choose).
 //
 // Within a graph, two phases:
 //  - specs: every tensor spec a node declares is checked on its own (dtype,
@@ -14,17 +17,30 @@
 //    and of the storage extent, device). A node with a broken spec is
 //    *unsound*: no shape rule runs over it, as a reader or as the call itself,
 //    since a rule over garbage would only add noise (or overflow).
+//  - a method's memory plan: arenas, and the placement of every value
+//    that owns its storage (E0208);
 //  - nodes, in order:
 //      call      arity (E0301), argument types (E0302), result kind against
-//                the schema's returns (E0305), then the declared result
-//                against the operator's shape rule: dtype (E0304), sizes
-//                (E0303), and for results that alias an argument (views,
-//                in-place results) the strides and storage offset too;
-//      delegate  target_device (E0401), argument count (E0402) and specs
-//                against the module's user inputs, result kind and specs
-//                against the module's outputs (E0403);
+//                the schema's returns (E0305; a scalar only from a
+//                metadata operator, E0306), aliased results inside their
+//                storage (E0205), copies keeping their layout (E0303) and
+//                not inside a device module (E0412), then the declared
+//                result against the operator's shape rule: dtype (E0304),
+//                sizes (E0303), and for results that alias an argument
+//                (views, in-place results) the strides and storage offset;
+//      delegate  target_device (E0401; inside a module, its parent's device,
+//                E0411), argument count (E0402) and specs against the
+//                module's user inputs, layouts against the compiled ones
+//                (E0410), result kind and specs against the module's
+//                outputs (E0403);
 //      getitem, program data inputs, constant nodes: declared spec against
-//                the tuple element or constant they read.
+//                the tuple element (inside its storage, E0205) or constant
+//                (same layout, E0207) they read;
+//      output    every value a value (E0117); a module's, tensors (E0409).
+//
+// The runtime (runtime/executor.cc) refuses everything reported here too:
+// a program that validates can be executed, so `ferry check` clean means
+// `ferry verify` can run it.
 //
 // Layout comparison. Two layouts address the same elements when they have
 // the same sizes, the same storage offset and the same strides in every dim
@@ -32,6 +48,8 @@
 // nothing), so only those differences are reported.
 #include "passes/validate.h"
 
+#include <algorithm>
+#include <unordered_map>
 #include <unordered_set>
 
 #include <cstdint>
@@ -44,6 +62,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "passes/alias.h"
 #include "passes/diagnostic_codes.h"
 #include "passes/schema.h"
 #include "passes/shape_rules.h"
@@ -291,13 +310,28 @@ const Node* OutputNode(const Method& graph) {
 
 class GraphValidator {
  public:
+  // `module`: the lowered module whose graph this is; null for a method.
   GraphValidator(const ProgramIndex& program, const Method& graph,
-                 Diagnostics& diagnostics)
-      : program_(program), graph_(graph), diagnostics_(diagnostics) {}
+                 Diagnostics& diagnostics,
+                 const LoweredModule* module = nullptr)
+      : program_(program),
+        graph_(graph),
+        diagnostics_(diagnostics),
+        module_(module),
+        roots_(graph) {
+    if (module_ != nullptr) {
+      if (std::optional<std::string> text = module_->TargetDeviceText()) {
+        absl::StatusOr<Device> device = ParseTargetDevice(*text);
+        // An invalid target is reported with the module; read it as the host.
+        if (device.ok()) module_device_ = *device;
+      }
+    }
+  }
 
   void Run() {
     sound_.assign(graph_.nodes.size(), true);
     for (int32_t i = 0; i < NodeCount(); ++i) CheckSpecs(i);
+    if (module_ == nullptr) CheckArenas();
     for (int32_t i = 0; i < NodeCount(); ++i) {
       switch (graph_.nodes[i].kind) {
         case NodeKind::kCall:
@@ -314,6 +348,7 @@ class GraphValidator {
           CheckProgramData(i);
           break;
         case NodeKind::kOutput:
+          CheckOutputs(i);
           break;
       }
     }
@@ -361,6 +396,18 @@ class GraphValidator {
                                : (info != nullptr ? info->schema : nullptr);
     if (schema == nullptr) return;  // Import reported the unknown operator.
     std::string op = schema->QualifiedName();
+    const bool is_copy = node.target == kH2DCopyOp || node.target == kD2HCopyOp;
+    if (is_copy && module_ != nullptr && !module_device_.is_host()) {
+      diagnostics_.Error(
+          codes::kCopyInDeviceModule,
+          absl::StrCat("'", node.name, "' calls ", node.target, " inside ",
+                       "module '", module_->id, "', which runs on ",
+                       module_device_.ToString(),
+                       ": host/device copies cannot run inside a device "
+                       "delegate"),
+          {node.name},
+          "copy before the delegate call, in the calling method");
+    }
 
     absl::StatusOr<std::vector<const Argument*>> bound =
         BindArguments(*schema, node.args);
@@ -388,6 +435,22 @@ class GraphValidator {
       types_match = false;
     }
     if (!CheckResultKind(node, *schema) || !types_match) return;
+    if (node.result == ResultKind::kScalar &&
+        !(node.schema_text.empty() && info != nullptr && info->metadata_only)) {
+      diagnostics_.Error(
+          codes::kScalarFromDataOp,
+          absl::StrCat("'", node.name, "' calls '", op,
+                       "', which returns a scalar but is not a registered "
+                       "metadata operator: the runtime can compute scalars "
+                       "only from specs (sym_size.int, sym_numel, "
+                       "sym_stride.int)"),
+          {node.name});
+      return;
+    }
+    if (SoundWithOperands(i)) {
+      CheckAliasedResults(i, *schema, *bound);
+      if (is_copy) CheckCopyLayout(i);
+    }
     if (info == nullptr || !SoundWithOperands(i)) return;
     if (node.schema != nullptr && node.schema != info->schema &&
         !SameSignature(*node.schema, *info->schema)) {
@@ -405,6 +468,90 @@ class GraphValidator {
       return;
     }
     CompareResults(i, *info->schema, op, *inferred);
+  }
+
+  // Bytes of the storage `value` lives in, as the runtime allocates it: a
+  // fresh value's own extent, program data's constant-table entry. nullopt
+  // when unknown (a module's user input lives in its caller's storage).
+  std::optional<int64_t> RootStorageBytes(const ValueId& value) const {
+    ValueId root = roots_.RootOf(value);
+    if (root.node < 0 || root.node >= NodeCount() || !sound_[root.node]) {
+      return std::nullopt;
+    }
+    const Node& node = graph_.nodes[root.node];
+    if (node.kind == NodeKind::kConstant ||
+        (node.kind == NodeKind::kInput &&
+         node.input_kind != InputKind::kUserInput)) {
+      const Constant* constant = program_.FindConstant(node.target);
+      if (constant == nullptr) return std::nullopt;
+      return constant->spec.StorageBytes();
+    }
+    if (node.kind == NodeKind::kInput && module_ != nullptr) {
+      return std::nullopt;
+    }
+    const TensorSpec* spec = graph_.Spec(root);
+    if (spec == nullptr) return std::nullopt;
+    return spec->StorageBytes();
+  }
+
+  // A view or an in-place result reads its argument's storage through its
+  // own spec, which must stay inside that storage (the runtime refuses it
+  // otherwise; shape rules pin registered views, custom ones are checked
+  // here).
+  void CheckAliasedResults(int32_t i, const OpSchema& schema,
+                           const std::vector<const Argument*>& bound) {
+    const Node& node = graph_.nodes[i];
+    const int32_t results = node.result == ResultKind::kTuple
+                                ? static_cast<int32_t>(node.tuple.size())
+                                : (node.result == ResultKind::kTensor ? 1 : 0);
+    for (int32_t r = 0; r < results; ++r) {
+      std::optional<int> aliased = schema.AliasedArgument(r);
+      if (!aliased.has_value() ||
+          *aliased >= static_cast<int>(bound.size()) ||
+          bound[*aliased] == nullptr ||
+          bound[*aliased]->kind != ArgKind::kValue) {
+        continue;
+      }
+      const TensorSpec* spec =
+          node.Spec(node.result == ResultKind::kTuple ? r : -1);
+      std::optional<int64_t> root = RootStorageBytes(bound[*aliased]->value);
+      if (spec == nullptr || !root.has_value()) continue;
+      std::optional<int64_t> reads = spec->StorageBytes();
+      if (reads.has_value() && *reads <= *root) continue;
+      diagnostics_.Error(
+          codes::kOutsideStorage,
+          absl::StrCat("'",
+                       graph_.ValueName(ValueId{
+                           i, node.result == ResultKind::kTuple ? r : -1}),
+                       "' aliases '",
+                       graph_.ValueName(bound[*aliased]->value),
+                       "', whose storage has ", *root, " bytes, but its spec ",
+                       LayoutText(*spec), " reaches ", reads.value_or(-1),
+                       " bytes"),
+          {node.name},
+          "a view's sizes, strides and offset must address its input's "
+          "storage");
+    }
+  }
+
+  // A copy moves its source's bytes unchanged: the result must lay the
+  // elements out as the source does.
+  void CheckCopyLayout(int32_t i) {
+    const Node& node = graph_.nodes[i];
+    if (node.args.size() != 1 || node.args[0].kind != ArgKind::kValue) return;
+    const TensorSpec* source = graph_.Spec(node.args[0].value);
+    const TensorSpec* result = node.Spec();
+    if (source == nullptr || result == nullptr) return;
+    if (source->dtype == result->dtype && SameAddressing(*source, *result)) {
+      return;
+    }
+    diagnostics_.Error(
+        codes::kShapeMismatch,
+        absl::StrCat("'", node.name, "' copies '",
+                     graph_.ValueName(node.args[0].value), "' (",
+                     LayoutText(*source), ") into ", LayoutText(*result),
+                     ": a copy cannot change the layout"),
+        {node.name}, "give the copy its source's dtype, sizes and strides");
   }
 
   // The node's result kind must be what the schema returns. Returns whether
@@ -507,6 +654,18 @@ class GraphValidator {
                          "' is invalid: ", device.status().message()),
             {node.name},
             "use 'cpu' or 'cuda:N' (N >= 0; the type is case-insensitive)");
+      } else if (module_ != nullptr && !device->is_host() &&
+                 !(*device == module_device_)) {
+        // Compiled code runs on its module's device and can call only code
+        // on the same device (or host code, which runs there too).
+        diagnostics_.Error(
+            codes::kNestedDelegateDevice,
+            absl::StrCat("delegate '", node.name, "' inside module '",
+                         module_->id, "' (on ", module_device_.ToString(),
+                         ") calls ", called, " on ", device->ToString(),
+                         ": a nested delegate must target its parent's "
+                         "device"),
+            {node.name});
       }
     }
 
@@ -544,13 +703,34 @@ class GraphValidator {
     if (!sound_[arg.value.node] || input_node.result != ResultKind::kTensor) {
       return;
     }
-    CompareDTypeAndSizes(
-        input_node.tensor, *spec,
-        absl::StrCat("module '", module.id, "' takes input '", input_node.name,
-                     "' as"),
-        absl::StrCat("argument ", index, " '", graph_.ValueName(arg.value),
-                     "' of delegate '", node.name, "'"),
-        {node.name, graph_.nodes[arg.value.node].name}, diagnostics_);
+    if (!CompareDTypeAndSizes(
+            input_node.tensor, *spec,
+            absl::StrCat("module '", module.id, "' takes input '",
+                         input_node.name, "' as"),
+            absl::StrCat("argument ", index, " '", graph_.ValueName(arg.value),
+                         "' of delegate '", node.name, "'"),
+            {node.name, graph_.nodes[arg.value.node].name}, diagnostics_)) {
+      return;
+    }
+    // Compiled code reads the argument with the layout it was compiled for
+    // (its input layout; the input's own spec when there is none).
+    const TensorSpec& compiled = index < module.input_layouts.size()
+                                     ? module.input_layouts[index]
+                                     : input_node.tensor;
+    if (compiled.dtype != spec->dtype || compiled.sizes != spec->sizes) {
+      return;  // The module's layouts disagree with its inputs: E0404.
+    }
+    if (!SameAddressing(compiled, *spec)) {
+      diagnostics_.Error(
+          codes::kDelegateLayout,
+          absl::StrCat("argument ", index, " '", graph_.ValueName(arg.value),
+                       "' of delegate '", node.name, "' is laid out as ",
+                       LayoutText(*spec), ", but module '", module.id,
+                       "' was compiled for ", LayoutText(compiled)),
+          {node.name, graph_.nodes[arg.value.node].name},
+          "pass the value in the layout the module was compiled for (copy "
+          "it with that layout first), or compile the module for this one");
+    }
   }
 
   void CheckDelegateResult(int32_t i, const LoweredModule& module) {
@@ -609,10 +789,24 @@ class GraphValidator {
     ValueId element{node.getitem_source, node.getitem_index};
     const TensorSpec* source = graph_.Spec(element);
     if (source == nullptr) return;  // Import reported it.
-    CompareDTypeAndSizes(*source, node.tensor,
-                         absl::StrCat("'", graph_.ValueName(element), "' is"),
-                         absl::StrCat("'", node.name, "'"), {node.name},
-                         diagnostics_);
+    if (!CompareDTypeAndSizes(
+            *source, node.tensor,
+            absl::StrCat("'", graph_.ValueName(element), "' is"),
+            absl::StrCat("'", node.name, "'"), {node.name}, diagnostics_)) {
+      return;
+    }
+    // A getitem reads the element's storage through its own spec.
+    std::optional<int64_t> storage = source->StorageBytes();
+    std::optional<int64_t> reads = node.tensor.StorageBytes();
+    if (storage.has_value() && reads.has_value() && *reads > *storage) {
+      diagnostics_.Error(
+          codes::kOutsideStorage,
+          absl::StrCat("'", node.name, "' reads '", graph_.ValueName(element),
+                       "' (", *storage, " bytes of storage) as ",
+                       LayoutText(node.tensor), ", which reaches ", *reads,
+                       " bytes"),
+          {node.name}, "give the getitem the element's strides and offset");
+    }
   }
 
   void CheckProgramData(int32_t i) {
@@ -626,15 +820,140 @@ class GraphValidator {
     }
     const Constant* constant = program_.FindConstant(node.target);
     if (constant == nullptr) return;  // Import reported it.
-    CompareDTypeAndSizes(constant->spec, node.tensor,
-                         absl::StrCat("constant '", constant->name, "' is"),
-                         absl::StrCat("'", node.name, "'"), {node.name},
-                         diagnostics_);
+    if (!CompareDTypeAndSizes(
+            constant->spec, node.tensor,
+            absl::StrCat("constant '", constant->name, "' is"),
+            absl::StrCat("'", node.name, "'"), {node.name}, diagnostics_)) {
+      return;
+    }
+    // The node reads the table's storage in place: with the table's layout.
+    if (!SameAddressing(constant->spec, node.tensor)) {
+      diagnostics_.Error(
+          codes::kConstantLayout,
+          absl::StrCat("constant '", constant->name, "' is stored as ",
+                       LayoutText(constant->spec), ", but '", node.name,
+                       "' reads it as ", LayoutText(node.tensor)),
+          {node.name},
+          "give the node the constant's strides and storage offset");
+    }
+  }
+
+  // --- Outputs
+
+  // Every returned value is a value: a tensor (or, from a method, a scalar
+  // of a metadata operator); a lowered module returns tensors only.
+  void CheckOutputs(int32_t i) {
+    const Node& node = graph_.nodes[i];
+    for (size_t o = 0; o < node.args.size(); ++o) {
+      const Argument& arg = node.args[o];
+      if (arg.kind != ArgKind::kValue) {
+        diagnostics_.Error(
+            codes::kOutputNotAValue,
+            absl::StrCat("output ", o, " of ",
+                         module_ != nullptr
+                             ? absl::StrCat("module '", module_->id, "'")
+                             : absl::StrCat("method '", graph_.name, "'"),
+                         " is ", ArgumentText(graph_, arg),
+                         ", not a value"),
+            {node.name}, "return values by node name (or tuple element)");
+        continue;
+      }
+      if (module_ != nullptr && arg.value.valid() &&
+          graph_.Spec(arg.value) == nullptr) {
+        diagnostics_.Error(
+            codes::kModuleOutputNotTensor,
+            absl::StrCat("output ", o, " of module '", module_->id, "' is ",
+                         ArgumentText(graph_, arg),
+                         ": a lowered module returns tensors"),
+            {node.name, graph_.ValueName(arg.value)});
+      }
+    }
+  }
+
+  // --- Memory plan (methods; a module's graph lives in fresh buffers)
+
+  // Every planned value that owns its storage (the runtime binds it at
+  // `arena base + offset`) lies inside an arena of the method.
+  void CheckArenas() {
+    for (size_t a = 0; a < graph_.arenas.size(); ++a) {
+      if (graph_.arenas[a].size < 0) {
+        diagnostics_.Error(
+            codes::kBadPlacement,
+            absl::StrCat("arena ", a, " of method '", graph_.name,
+                         "' has negative size ", graph_.arenas[a].size),
+            {});
+      }
+    }
+    for (int32_t i = 0; i < NodeCount(); ++i) {
+      if (!sound_[i] || !OwnsStorage(i)) continue;
+      const Node& node = graph_.nodes[i];
+      const int32_t results = node.result == ResultKind::kTuple
+                                  ? static_cast<int32_t>(node.tuple.size())
+                                  : (node.result == ResultKind::kTensor ? 1 : 0);
+      for (int32_t r = 0; r < results; ++r) {
+        const int32_t element = node.result == ResultKind::kTuple ? r : -1;
+        if (node.kind == NodeKind::kCall && node.schema != nullptr &&
+            node.schema->AliasedArgument(r).has_value()) {
+          continue;  // shares an argument's storage
+        }
+        CheckPlacement(ValueId{i, element}, *node.Spec(element));
+      }
+    }
+  }
+
+  // Whether the runtime gives node `i`'s result storage of its own (the
+  // planned placement is used) rather than an alias or program data.
+  bool OwnsStorage(int32_t i) const {
+    const Node& node = graph_.nodes[i];
+    switch (node.kind) {
+      case NodeKind::kInput:
+        return node.input_kind == InputKind::kUserInput;
+      case NodeKind::kDelegate:
+        return true;
+      case NodeKind::kCall:
+        if (node.at_load) return false;  // its own allocation
+        return node.result == ResultKind::kTuple ||
+               roots_.RootOfNode(i) == ValueId{i, -1};
+      default:
+        return false;
+    }
+  }
+
+  void CheckPlacement(const ValueId& value, const TensorSpec& spec) {
+    const MemoryPlacement& m = spec.memory;
+    if (!m.planned) return;
+    const std::string name = graph_.ValueName(value);
+    const std::vector<std::string> nodes = {graph_.nodes[value.node].name};
+    if (m.arena < 0 || m.arena >= static_cast<int32_t>(graph_.arenas.size())) {
+      diagnostics_.Error(
+          codes::kBadPlacement,
+          absl::StrCat("'", name, "' is planned in arena ", m.arena,
+                       ", but method '", graph_.name, "' has ",
+                       graph_.arenas.size(), " arena",
+                       graph_.arenas.size() == 1 ? "" : "s"),
+          nodes);
+      return;
+    }
+    const int64_t bytes = spec.StorageBytes().value_or(0);
+    const int64_t reserved = m.size > 0 ? m.size : bytes;
+    const int64_t arena = graph_.arenas[m.arena].size;
+    if (m.offset < 0 || m.size < 0 || reserved < bytes ||
+        reserved > arena || m.offset > arena - reserved) {
+      diagnostics_.Error(
+          codes::kBadPlacement,
+          absl::StrCat("'", name, "' is planned at offset ", m.offset,
+                       " size ", m.size, " of arena ", m.arena, " (", arena,
+                       " bytes), but its storage spans ", bytes, " bytes"),
+          nodes, "the planned bytes must cover the storage, inside the arena");
+    }
   }
 
   const ProgramIndex& program_;
   const Method& graph_;
   Diagnostics& diagnostics_;
+  const LoweredModule* module_;   // null for a method
+  Device module_device_;          // where module_ runs (the host by default)
+  const StorageRoots roots_;
   std::vector<char> sound_;  // Per node: its declared specs are sound.
 };
 
@@ -729,6 +1048,224 @@ std::unordered_set<std::string> CalledModules(const Program& program) {
   return called;
 }
 
+// --- The module call graph
+// ----------------------------------------------------------
+
+// "a -> b -> c"; long chains keep their ends: "a -> b -> ... (n more) -> z".
+std::string ChainText(const std::vector<const LoweredModule*>& chain) {
+  constexpr size_t kEnds = 4;
+  std::string text;
+  for (size_t k = 0; k < chain.size(); ++k) {
+    if (chain.size() > 2 * kEnds + 1 && k == kEnds) {
+      absl::StrAppend(&text, " -> ... (", chain.size() - 2 * kEnds,
+                      " more)");
+      k = chain.size() - kEnds - 1;
+      continue;
+    }
+    absl::StrAppend(&text, k > 0 ? " -> " : "", "'", chain[k]->id, "'");
+  }
+  return text;
+}
+
+// The module graph: which modules each module's delegates call.
+//
+// The runtime instantiates a module's graph for every delegate that calls
+// it, inside its caller's instance, so calls must not cycle (that recursion
+// has no end), nest deeper than kMaxModuleNesting, or multiply into more
+// than kMaxInstantiatedNodes nodes (two calls per level double the work at
+// every level). Everything here is iterative: the nesting is the client's.
+class ModuleCallGraph {
+ public:
+  ModuleCallGraph(const Program& program, Diagnostics& diagnostics)
+      : program_(program), diagnostics_(diagnostics) {
+    const int32_t count = static_cast<int32_t>(program.modules.size());
+    std::unordered_map<std::string_view, int32_t> by_id;
+    for (int32_t m = 0; m < count; ++m) by_id.emplace(program.modules[m].id, m);
+    calls_.resize(count);
+    for (int32_t m = 0; m < count; ++m) {
+      const Method& graph = program.modules[m].graph;
+      for (int32_t i = 0; i < static_cast<int32_t>(graph.nodes.size()); ++i) {
+        if (graph.nodes[i].kind != NodeKind::kDelegate) continue;
+        auto it = by_id.find(graph.nodes[i].target);
+        if (it != by_id.end()) calls_[m].push_back(Call{i, it->second});
+      }
+    }
+    method_calls_.resize(program.methods.size());
+    for (size_t k = 0; k < program.methods.size(); ++k) {
+      for (const Node& node : program.methods[k].nodes) {
+        if (node.kind != NodeKind::kDelegate) continue;
+        auto it = by_id.find(node.target);
+        if (it != by_id.end()) method_calls_[k].push_back(it->second);
+      }
+    }
+  }
+
+  void Check() {
+    if (!CheckAcyclic()) return;  // heights and sizes need an order
+    ComputeHeightsAndSizes();
+    CheckNesting();
+    CheckExpansion();
+  }
+
+ private:
+  struct Call {
+    int32_t node;    // the delegate node in the caller's graph
+    int32_t callee;  // module index
+  };
+
+  // Depth-first search with an explicit stack; a call to a module that is
+  // on the stack closes a cycle, reported once, naming the modules on it.
+  // Leaves `postorder_` (callees before callers) when there is none.
+  bool CheckAcyclic() {
+    const int32_t count = static_cast<int32_t>(calls_.size());
+    enum : char { kNew, kOnStack, kDone };
+    std::vector<char> state(count, kNew);
+    struct Frame {
+      int32_t module;
+      size_t next_call;
+    };
+    bool acyclic = true;
+    for (int32_t start = 0; start < count; ++start) {
+      if (state[start] != kNew) continue;
+      std::vector<Frame> stack = {{start, 0}};
+      state[start] = kOnStack;
+      while (!stack.empty()) {
+        Frame& top = stack.back();
+        if (top.next_call == calls_[top.module].size()) {
+          state[top.module] = kDone;
+          postorder_.push_back(top.module);
+          stack.pop_back();
+          continue;
+        }
+        const Call call = calls_[top.module][top.next_call++];
+        if (state[call.callee] == kNew) {
+          state[call.callee] = kOnStack;
+          stack.push_back({call.callee, 0});
+        } else if (state[call.callee] == kOnStack) {
+          ReportCycle(stack, call);
+          acyclic = false;
+        }
+      }
+    }
+    return acyclic;
+  }
+
+  template <typename Frames>
+  void ReportCycle(const Frames& stack, const Call& closing) {
+    size_t first = 0;
+    while (stack[first].module != closing.callee) ++first;
+    std::vector<const LoweredModule*> cycle;
+    for (size_t k = first; k < stack.size(); ++k) {
+      cycle.push_back(&program_.modules[stack[k].module]);
+    }
+    cycle.push_back(&program_.modules[closing.callee]);
+    const LoweredModule& caller = program_.modules[stack.back().module];
+    diagnostics_.SetMethod(absl::StrCat("module:", caller.id));
+    diagnostics_.Error(
+        codes::kModuleCycle,
+        cycle.size() == 2
+            ? absl::StrCat("module '", caller.id,
+                           "' calls itself (delegate '",
+                           caller.graph.nodes[closing.node].name,
+                           "'): lowered modules cannot recurse")
+            : absl::StrCat("lowered modules call each other in a cycle: ",
+                           ChainText(cycle),
+                           "; lowered modules cannot recurse"),
+        {caller.graph.nodes[closing.node].name},
+        "a delegate may call only modules that do not call back");
+  }
+
+  // In postorder, so every callee is done before its callers: a module's
+  // height (the longest chain of nested modules it starts, itself
+  // included) and the nodes one call of it instantiates, saturating just
+  // above the limit so the sums cannot overflow.
+  void ComputeHeightsAndSizes() {
+    const int32_t count = static_cast<int32_t>(calls_.size());
+    height_.assign(count, 1);
+    deepest_callee_.assign(count, -1);
+    size_.assign(count, 0);
+    for (int32_t m : postorder_) {
+      int64_t size =
+          static_cast<int64_t>(program_.modules[m].graph.nodes.size());
+      for (const Call& call : calls_[m]) {
+        if (height_[call.callee] + 1 > height_[m]) {
+          height_[m] = height_[call.callee] + 1;
+          deepest_callee_[m] = call.callee;
+        }
+        size = SaturatingAdd(size, size_[call.callee]);
+      }
+      size_[m] = size;
+    }
+  }
+
+  static int64_t SaturatingAdd(int64_t a, int64_t b) {
+    return std::min<int64_t>(a + b, kMaxInstantiatedNodes + 1);
+  }
+
+  // One diagnostic, for the module starting the deepest chain (the first
+  // such in program order).
+  void CheckNesting() {
+    int32_t deepest = -1;
+    for (int32_t m = 0; m < static_cast<int32_t>(height_.size()); ++m) {
+      if (height_[m] > kMaxModuleNesting &&
+          (deepest < 0 || height_[m] > height_[deepest])) {
+        deepest = m;
+      }
+    }
+    if (deepest < 0) return;
+    std::vector<const LoweredModule*> chain;
+    for (int32_t m = deepest; m >= 0; m = deepest_callee_[m]) {
+      chain.push_back(&program_.modules[m]);
+    }
+    const LoweredModule& top = program_.modules[deepest];
+    std::vector<std::string> nodes;
+    for (const Call& call : calls_[deepest]) {
+      if (call.callee == deepest_callee_[deepest]) {
+        nodes.push_back(top.graph.nodes[call.node].name);
+        break;
+      }
+    }
+    diagnostics_.SetMethod(absl::StrCat("module:", top.id));
+    diagnostics_.Error(
+        codes::kModuleNestingTooDeep,
+        absl::StrCat("module '", top.id, "' starts a chain of ",
+                     height_[deepest], " nested lowered modules (",
+                     ChainText(chain), "); at most ", kMaxModuleNesting,
+                     " may nest"),
+        nodes, "flatten the nested modules into fewer levels");
+  }
+
+  // The nodes each method instantiates: its own, plus one copy of a
+  // module's (with everything it calls) per delegate call.
+  void CheckExpansion() {
+    for (size_t k = 0; k < program_.methods.size(); ++k) {
+      const Method& method = program_.methods[k];
+      int64_t total = static_cast<int64_t>(method.nodes.size());
+      for (int32_t callee : method_calls_[k]) {
+        total = SaturatingAdd(total, size_[callee]);
+      }
+      if (total <= kMaxInstantiatedNodes) continue;
+      diagnostics_.SetMethod(method.name);
+      diagnostics_.Error(
+          codes::kModuleExpansionTooLarge,
+          absl::StrCat("method '", method.name, "' instantiates more than ",
+                       kMaxInstantiatedNodes,
+                       " nodes through its delegates' modules (each call of "
+                       "a module instantiates its graph once)"),
+          {}, "call fewer modules from modules, or lower fewer, larger ones");
+    }
+  }
+
+  const Program& program_;
+  Diagnostics& diagnostics_;
+  std::vector<std::vector<Call>> calls_;            // per module, node order
+  std::vector<std::vector<int32_t>> method_calls_;  // per method
+  std::vector<int32_t> postorder_;
+  std::vector<int32_t> height_;
+  std::vector<int32_t> deepest_callee_;
+  std::vector<int64_t> size_;
+};
+
 }  // namespace
 
 bool ValidateProgram(const Program& program, Diagnostics& diagnostics) {
@@ -744,8 +1281,16 @@ bool ValidateProgram(const Program& program, Diagnostics& diagnostics) {
   for (const LoweredModule& module : program.modules) {
     diagnostics.SetMethod(absl::StrCat("module:", module.id));
     CheckModule(module, called.count(module.id) > 0, diagnostics);
-    GraphValidator(index, module.graph, diagnostics).Run();
+    GraphValidator(index, module.graph, diagnostics, &module).Run();
   }
+  ModuleCallGraph(program, diagnostics).Check();
+  diagnostics.SetMethod("");
+  return diagnostics.error_count() == errors_before;
+}
+
+bool ValidateModuleCallGraph(const Program& program, Diagnostics& diagnostics) {
+  int errors_before = diagnostics.error_count();
+  ModuleCallGraph(program, diagnostics).Check();
   diagnostics.SetMethod("");
   return diagnostics.error_count() == errors_before;
 }

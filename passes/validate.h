@@ -12,17 +12,43 @@
 //  - delegates: target_device parses (tpu:0, cuda:x, cuda:-1, cuda: are
 //    errors naming the delegate), argument count matches the module's user
 //    inputs, the node's result (tuple/bare) matches `returns_tuple`;
-//  - lowered modules' subgraphs, as methods.
+//  - lowered modules' subgraphs, as methods;
+//  - what the runtime needs to run the program (so that a program that
+//    validates can be executed and verified): outputs are values (a module's
+//    are tensors); program data is read with the constant table's layout;
+//    delegate arguments are laid out as their module was compiled for;
+//    views stay inside the storage they alias; copies keep their source's
+//    layout; only metadata operators return scalars; planned values lie
+//    inside their method's arenas; nested delegates run on their parent's
+//    device, and device modules contain no host/device copies;
+//  - the module call graph: no module calls itself, directly or through
+//    others; chains of nested modules are at most kMaxModuleNesting long;
+//    a method instantiates at most kMaxInstantiatedNodes nodes through its
+//    delegates (every call of a module instantiates its graph).
 #ifndef FERRY_PASSES_VALIDATE_H_
 #define FERRY_PASSES_VALIDATE_H_
+
+#include <cstdint>
 
 #include "passes/diagnostics.h"
 #include "passes/ir.h"
 
 namespace ferry {
 
+// The longest chain of nested lowered modules (a method's delegate calling
+// module m1, whose graph has a delegate calling m2, ...: m1 -> m2 is 2).
+inline constexpr int32_t kMaxModuleNesting = 64;
+// The most nodes one method may instantiate, its own plus those of every
+// module call (recursively, once per call).
+inline constexpr int64_t kMaxInstantiatedNodes = 2'000'000;
+
 // Returns true when no error was added.
 bool ValidateProgram(const Program& program, Diagnostics& diagnostics);
+
+// Only the module call graph checks (cycles, nesting, expansion), which the
+// runtime repeats before it instantiates anything: it can be handed programs
+// that were never validated. Returns true when no error was added.
+bool ValidateModuleCallGraph(const Program& program, Diagnostics& diagnostics);
 
 }  // namespace ferry
 

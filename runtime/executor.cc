@@ -42,7 +42,9 @@
 #include "passes/alias.h"
 #include "passes/schema.h"
 #include "passes/shape_rules.h"
+#include "passes/validate.h"
 #include "runtime/absl_compat.h"
+#include "runtime/cancel.h"
 #include "runtime/data_gen.h"
 #include "runtime/device.h"
 #include "runtime/host_kernels.h"
@@ -172,6 +174,9 @@ struct ProgramState {
   std::vector<DeviceBuffer> buffers;
   std::map<std::string, Storage, std::less<>> host_constants;
   std::map<std::pair<std::string, DeviceMemory*>, Storage> device_constants;
+  // Nodes of every method and module instance loaded so far (each delegate
+  // call loads its module's graph once), bounded by kMaxInstantiatedNodes.
+  int64_t instantiated_nodes = 0;
 
   bool strict() const { return mode != ExecutionMode::kEager; }
 
@@ -323,6 +328,9 @@ class MethodInstance {
   const std::vector<const Argument*>& output_args() const { return outputs_; }
   absl::StatusOr<TensorBinding> BindingOf(const ValueId& value) const;
   const Method& method() const { return method_; }
+  // How many delegate calls this instance is nested in (0: a method).
+  void set_depth(int depth) { depth_ = depth; }
+  Executor::Locations Where() const;
 
  private:
   std::string NodePrefix(int32_t node) const {
@@ -366,6 +374,7 @@ class MethodInstance {
   std::string context_;
   StorageRoots roots_;
   bool self_staging_delegates_ = false;
+  int depth_ = 0;
 
   std::vector<Storage> arenas_;
   std::vector<Slot> slots_;
@@ -565,6 +574,14 @@ absl::StatusOr<TensorBinding> MethodInstance::BindingOf(
 }
 
 absl::Status MethodInstance::Load(std::span<const TensorBinding> bound_inputs) {
+  // Validation bounds the module call graph (validate.h); a program handed
+  // to the runtime directly is bounded here, never by the stack.
+  state_.instantiated_nodes += static_cast<int64_t>(method_.nodes.size());
+  if (state_.instantiated_nodes > kMaxInstantiatedNodes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        context_, "the program instantiates more than ",
+        kMaxInstantiatedNodes, " nodes through its delegates' modules"));
+  }
   self_staging_delegates_ = DetectSelfStagingDelegates();
   if (absl::Status s = AllocateArenas(); !s.ok()) return s;
   slots_.resize(method_.nodes.size());
@@ -1031,9 +1048,17 @@ absl::Status MethodInstance::LoadDelegate(int32_t node) {
                    target.ToString(), ")");
   const std::string prefix = absl::StrCat(context_, delegate_name, ": ");
 
+  if (depth_ + 1 > kMaxModuleNesting) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        prefix, "lowered modules nest more than ", kMaxModuleNesting,
+        " deep here (does a module call itself?)"));
+  }
   DeviceMemory* memory = nullptr;
   if (placement_ == Placement::kOnMemory) {
-    if (!target.is_host() && !(memory_->device() == target))
+    // Eager execution keeps every module on the host; elsewhere a nested
+    // delegate runs in its parent's device memory.
+    if (state_.mode != ExecutionMode::kEager && !target.is_host() &&
+        !(memory_->device() == target))
       return absl::InvalidArgumentError(absl::StrCat(
           prefix, "a nested delegate must target its parent's device"));
     memory = memory_;
@@ -1148,6 +1173,7 @@ absl::Status MethodInstance::LoadDelegate(int32_t node) {
   step->subgraph = std::make_unique<MethodInstance>(
       state_, module->graph, Placement::kOnMemory, memory,
       absl::StrCat(context_, delegate_name, ": "));
+  step->subgraph->set_depth(depth_ + 1);
   if (absl::Status s = step->subgraph->Load(inputs); !s.ok()) {
     // Problems of the module's own data (e.g. a constant stored in another
     // layout than the module reads) are the delegate's, found when it runs.
@@ -1238,7 +1264,12 @@ absl::Status MethodInstance::Run(std::span<const HostTensor> inputs,
     if (keep_going && *keep_going && !(*keep_going)()) {
       return absl::CancelledError(absl::StrCat(context_, "cancelled"));
     }
-    if (absl::Status s = step->Run(); !s.ok()) return s;
+    if (absl::Status stop = CheckStop(context_); !stop.ok()) return stop;
+    absl::Status s = step->Run();
+    // A kernel asked to stop gives up part-way (cancel.h): its result is
+    // discarded, whatever it returned.
+    if (absl::Status stop = CheckStop(context_); !stop.ok()) return stop;
+    if (!s.ok()) return s;
   }
   return absl::OkStatus();
 }
@@ -1288,6 +1319,23 @@ absl::StatusOr<std::vector<HostTensor>> MethodInstance::ReadOutputs() {
   return values;
 }
 
+Executor::Locations MethodInstance::Where() const {
+  Executor::Locations where;
+  for (int32_t node : user_inputs_) {
+    where.inputs.push_back(slots_[node].tensor.storage.memory->device());
+  }
+  for (const Argument* arg : outputs_) {
+    std::optional<Device> device;
+    if (arg->kind == ArgKind::kValue &&
+        !(arg->value.element < 0 && slots_[arg->value.node].scalar)) {
+      absl::StatusOr<TensorBinding> binding = BindingOf(arg->value);
+      if (binding.ok()) device = binding->storage.memory->device();
+    }
+    where.outputs.push_back(device);
+  }
+  return where;
+}
+
 }  // namespace
 
 // --- Executor
@@ -1310,6 +1358,16 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Load(const Program& program,
                                                          uint64_t data_seed) {
   if (mode == ExecutionMode::kCuda && !CudaAvailable()) {
     return absl::FailedPreconditionError("no CUDA device is visible");
+  }
+  // Every delegate call instantiates its module's graph: a cycle, a deep
+  // chain or an exponential fan-out of module calls is refused before any
+  // is (validation says the same; programs may arrive unvalidated).
+  Diagnostics call_graph;
+  if (!ValidateModuleCallGraph(program, call_graph)) {
+    for (const Diagnostic& d : call_graph.items()) {
+      if (d.severity == Severity::kError)
+        return absl::InvalidArgumentError(d.message);
+    }
   }
   auto impl = std::make_unique<Impl>(program, mode, data_seed);
   const Placement placement =
@@ -1337,6 +1395,16 @@ absl::StatusOr<std::vector<HostTensor>> Executor::Run(
       !s.ok())
     return s;
   return it->second->ReadOutputs();
+}
+
+absl::StatusOr<Executor::Locations> Executor::Where(
+    std::string_view method) const {
+  auto it = impl_->methods.find(method);
+  if (it == impl_->methods.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("method '", AsAbsl(method), "' does not exist"));
+  }
+  return it->second->Where();
 }
 
 }  // namespace ferry

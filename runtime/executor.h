@@ -47,6 +47,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -96,6 +97,16 @@ class Executor {
   absl::StatusOr<std::vector<HostTensor>> Run(
       std::string_view method, std::span<const HostTensor> inputs,
       const std::function<bool()>& keep_going = {});
+
+  // Where the program keeps the user inputs and the outputs of `method`
+  // (node order; outputs in output order): the device of the memory each
+  // is bound to, the host for host memory. A scalar output is nullopt.
+  // NotFound for an unknown method.
+  struct Locations {
+    std::vector<Device> inputs;
+    std::vector<std::optional<Device>> outputs;
+  };
+  absl::StatusOr<Locations> Where(std::string_view method) const;
 
   struct Impl;
 

@@ -15,8 +15,11 @@
 //  - an output that overlaps an input with a different layout is computed
 //    into a temporary first, so in-place operators see their old values;
 //  - mm, bmm, addmm and linear on f32/f64 call OpenBLAS (operands copied to a
-//    dense layout first when their strides are not BLAS-compatible); other
-//    dtypes accumulate in double / int64.
+//    dense layout first when their strides are not BLAS-compatible); on f16
+//    and bf16 they convert to f32, call cblas_sgemm and round once when
+//    storing; the integers accumulate in int64;
+//  - long kernels give up part-way when the calling thread's CancelToken
+//    asks them to (cancel.h); the executor discards what they wrote.
 // Errors are InvalidArgument/Unimplemented statuses naming the operator and
 // the problem (dtype not supported, integer division by zero, ...); the
 // executor adds the node's name. Nothing aborts.

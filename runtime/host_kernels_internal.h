@@ -4,6 +4,7 @@
 #ifndef FERRY_RUNTIME_HOST_KERNELS_INTERNAL_H_
 #define FERRY_RUNTIME_HOST_KERNELS_INTERNAL_H_
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -14,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/cancel.h"
 #include "runtime/element.h"
 #include "runtime/host_kernels.h"
 
@@ -48,6 +50,8 @@ inline void ConvertElement(int dst_code, std::byte* dst, int src_code,
 
 // Calls fn(ptrs) once per index of `sizes` (row-major order), where ptrs[k]
 // is operand k's element address: bases[k] + sum(index[d] * strides[k][d]).
+// Gives up part-way when the current CancelToken asks to stop (cancel.h);
+// the executor then discards the result.
 template <size_t N, typename Fn>
 void StridedLoop(std::span<const int64_t> sizes,
                  const std::array<std::byte*, N>& bases,
@@ -66,9 +70,13 @@ void StridedLoop(std::span<const int64_t> sizes,
   DimVector index(ndim, 0);
   while (true) {
     std::array<std::byte*, N> p = ptrs;
-    for (int64_t i = 0; i < inner; ++i) {
-      fn(p);
-      for (size_t k = 0; k < N; ++k) p[k] += inner_stride[k];
+    for (int64_t start = 0; start < inner; start += kStopPollUnits) {
+      const int64_t end = std::min(inner, start + kStopPollUnits);
+      for (int64_t i = start; i < end; ++i) {
+        fn(p);
+        for (size_t k = 0; k < N; ++k) p[k] += inner_stride[k];
+      }
+      if (StopTick(end - start)) return;
     }
     // Advance the outer index (all dims but the last).
     int64_t d = ndim - 2;

@@ -9,8 +9,15 @@
 // of its strides is 1 and the other at least the row length, read as
 // "no transpose" or "transpose"; an incompatible operand (broadcast, gapped
 // both ways) is first copied to a dense temporary, and an incompatible C is
-// computed in a temporary and copied out. Other dtypes (f16, bf16 and the
-// integers) accumulate in double / int64 and round once per element.
+// computed in a temporary and copied out. f16 and bf16 (and mixes of them
+// with f32) are converted to dense f32, multiplied by cblas_sgemm and
+// converted back, rounding once per element; the integers accumulate in
+// int64 (wrapping), other mixes in double.
+//
+// Cancellation (cancel.h): a BLAS call cannot be interrupted, so a large
+// product is split into blocks of rows of about kBlockMultiplyAdds
+// multiply-adds each (tens of milliseconds), with a stop check between
+// blocks; the loops check every kStopPollUnits multiply-adds.
 #include <cblas.h>
 
 #include <algorithm>
@@ -21,6 +28,9 @@
 
 namespace ferry::host {
 namespace {
+
+// Multiply-adds per BLAS call between two stop checks.
+constexpr int64_t kBlockMultiplyAdds = int64_t{1} << 26;
 
 // How BLAS can read a 2-D view: transposed or not, with leading dimension ld.
 struct BlasOperand {
@@ -72,16 +82,31 @@ absl::Status GemmBlas(const TensorView& a, const TensorView& b,
     cv = c_dense.view;
     cb = AsBlasOperand(cv);
   }
-  if (a.dtype == DType::kF32) {
-    cblas_sgemm(CblasRowMajor, ab.trans, bb.trans, M, N, K,
-                static_cast<float>(alpha), static_cast<const float*>(av.data),
-                ab.ld, static_cast<const float*>(bv.data), bb.ld,
-                static_cast<float>(beta), static_cast<float*>(cv.data), cb.ld);
-  } else {
-    cblas_dgemm(CblasRowMajor, ab.trans, bb.trans, M, N, K, alpha,
-                static_cast<const double*>(av.data), ab.ld,
-                static_cast<const double*>(bv.data), bb.ld, beta,
-                static_cast<double*>(cv.data), cb.ld);
+  // Rows of A and C per call: A's row r starts r * ld elements in (not
+  // transposed) or r elements in (transposed); C is never transposed here.
+  const int64_t per_row = std::max<int64_t>(N * K, 1);
+  const int64_t block_rows =
+      std::clamp<int64_t>(kBlockMultiplyAdds / per_row, 1, M);
+  const int64_t es = a.element_size();
+  for (int64_t row = 0; row < M; row += block_rows) {
+    if (row > 0 && StopTick(kStopPollUnits)) return absl::OkStatus();
+    const int64_t rows = std::min(block_rows, M - row);
+    const std::byte* a_block =
+        av.bytes() + row * (ab.trans == CblasNoTrans ? ab.ld : 1) * es;
+    std::byte* c_block = cv.bytes() + row * cb.ld * es;
+    if (a.dtype == DType::kF32) {
+      cblas_sgemm(CblasRowMajor, ab.trans, bb.trans, rows, N, K,
+                  static_cast<float>(alpha),
+                  reinterpret_cast<const float*>(a_block), ab.ld,
+                  static_cast<const float*>(bv.data), bb.ld,
+                  static_cast<float>(beta), reinterpret_cast<float*>(c_block),
+                  cb.ld);
+    } else {
+      cblas_dgemm(CblasRowMajor, ab.trans, bb.trans, rows, N, K, alpha,
+                  reinterpret_cast<const double*>(a_block), ab.ld,
+                  static_cast<const double*>(bv.data), bb.ld, beta,
+                  reinterpret_cast<double*>(c_block), cb.ld);
+    }
   }
   if (!c_direct) ScatterContiguous(c, c_dense.bytes.data());
   return absl::OkStatus();
@@ -96,6 +121,7 @@ void GemmLoops(const TensorView& a, const TensorView& b, const TensorView& c,
   const bool as_float = IsFloatingPoint(a.dtype) || IsFloatingPoint(b.dtype) ||
                         IsFloatingPoint(c.dtype);
   for (int64_t i = 0; i < M; ++i) {
+    if (StopTick(N * (K + 1))) return;
     for (int64_t j = 0; j < N; ++j) {
       std::byte* cp = c.bytes() + (i * c.strides[0] + j * c.strides[1]) * ce;
       if (as_float) {
@@ -148,6 +174,29 @@ absl::Status Gemm(const KernelCall& call, const TensorView& a,
   const bool blas = (a.dtype == DType::kF32 || a.dtype == DType::kF64) &&
                     a.dtype == b.dtype && a.dtype == c.dtype && K > 0;
   if (blas) return GemmBlas(a, b, c, alpha, beta);
+  auto single_or_half = [](DType dtype) {
+    return dtype == DType::kF32 || dtype == DType::kF16 ||
+           dtype == DType::kBF16;
+  };
+  if (single_or_half(a.dtype) && single_or_half(b.dtype) &&
+      single_or_half(c.dtype) && K > 0) {
+    // Through f32: exact widening, sgemm, one rounding when stored.
+    auto widened = [](const TensorView& t, bool copy, Scratch& scratch) {
+      if (t.dtype == DType::kF32) return t;
+      scratch = MakeScratch(DType::kF32, t.sizes);
+      if (copy) (void)CopyStridedHost(scratch.view, t);
+      return scratch.view;
+    };
+    Scratch a32, b32, c32;
+    const TensorView av = widened(a, true, a32);
+    if (StopTick(a.numel())) return absl::OkStatus();
+    const TensorView bv = widened(b, true, b32);
+    if (StopTick(b.numel())) return absl::OkStatus();
+    const TensorView cv = widened(c, beta != 0, c32);
+    if (absl::Status s = GemmBlas(av, bv, cv, alpha, beta); !s.ok()) return s;
+    if (c.dtype != DType::kF32) return CopyStridedHost(c, cv);
+    return absl::OkStatus();
+  }
   GemmLoops(a, b, c, alpha, beta);
   return absl::OkStatus();
 }
@@ -309,6 +358,7 @@ absl::Status ConvolutionKernel(const KernelCall& call) {
             Code(bt.dtype), bt.bytes() + f * bt.strides[0] * bt.element_size());
       }
       for (int64_t oh = 0; oh < OH; ++oh) {
+        if (StopTick(OW * CG * KH * KW)) return absl::OkStatus();
         for (int64_t ow = 0; ow < OW; ++ow) {
           double acc = b;
           for (int64_t c = 0; c < CG; ++c) {

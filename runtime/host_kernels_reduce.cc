@@ -248,6 +248,7 @@ absl::Status SoftmaxLike(const KernelCall& call, bool log) {
       call, in, out, dim,
       [&](std::byte* in_row, int64_t in_step, std::byte* out_row,
           int64_t out_step, int64_t length) {
+        if (StopTick(3 * length)) return;
         double max = -std::numeric_limits<double>::infinity();
         for (int64_t i = 0; i < length; ++i)
           max = std::max(max, element::LoadAsDouble(ic, in_row + i * in_step));
@@ -545,6 +546,7 @@ absl::Status MaxPool2dWithIndicesKernel(const KernelCall& call) {
   ForEachPlane<3>(
       {&in, &out, &indices}, [&](const std::array<std::byte*, 3>& b) {
         for (int64_t oh = 0; oh < OH; ++oh) {
+          if (StopTick(OW * p->kh * p->kw)) return;
           for (int64_t ow = 0; ow < OW; ++ow) {
             double best = -std::numeric_limits<double>::infinity();
             int64_t best_index = -1;
@@ -601,6 +603,7 @@ absl::Status AvgPool2dKernel(const KernelCall& call) {
   const int ic = Code(in.dtype), oc = Code(out.dtype);
   ForEachPlane<2>({&in, &out}, [&](const std::array<std::byte*, 2>& b) {
     for (int64_t oh = 0; oh < OH; ++oh) {
+      if (StopTick(OW * p->kh * p->kw)) return;
       for (int64_t ow = 0; ow < OW; ++ow) {
         const int64_t h0 = oh * p->sh - p->ph, w0 = ow * p->sw - p->pw;
         const int64_t h1 = std::min(h0 + p->kh, H + p->ph);

@@ -243,6 +243,7 @@ absl::Status GatherRows(const KernelCall& call, const TensorView& source,
   const int ic = Code(index.dtype);
   const int64_t limit = source.sizes[dim];
   for (int64_t k = 0; k < count; ++k) {
+    if (StopTick()) return absl::OkStatus();  // the executor discards it
     int64_t i =
         element::LoadAsInt64(ic, dense_index.data() + k * index.element_size());
     if (i < -limit || i >= limit) {

@@ -9,6 +9,9 @@
 #include <cstring>
 
 #include <cmath>
+#include <exception>
+#include <limits>
+#include <new>
 #include <span>
 
 #include "absl/strings/str_cat.h"
@@ -153,6 +156,62 @@ OutputComparison Compare(const std::string& method, int index,
   return c;
 }
 
+// Where the options a method was lowered with say its values must be:
+// without skip_h2d_for_method_inputs the user inputs are taken on the host,
+// without skip_d2h_for_method_outputs every tensor output is returned on the
+// host. The runtime reads device outputs back itself (to compare them), so
+// only this check sees a missing D2H of a method output. A method with no
+// record is checked against the default options.
+absl::Status CheckPlacedAsLowered(const Program& lowered,
+                                  std::string_view method_name,
+                                  const Executor& executor) {
+  const Method* method = nullptr;
+  for (const Method& m : lowered.methods)
+    if (m.name == method_name) method = &m;
+  if (method == nullptr) return absl::OkStatus();  // reported by Run
+  absl::StatusOr<Executor::Locations> where = executor.Where(method_name);
+  if (!where.ok()) return where.status();
+  const LoweredWith with = method->lowered_with.value_or(LoweredWith{});
+  const std::string prefix = absl::StrCat("method '", method->name, "': ");
+  if (!with.skip_h2d_for_method_inputs) {
+    size_t position = 0;
+    for (const Node& node : method->nodes) {
+      if (node.kind != NodeKind::kInput ||
+          node.input_kind != InputKind::kUserInput)
+        continue;
+      if (position < where->inputs.size() &&
+          !where->inputs[position].is_host()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            prefix, "user input ", position, " ('", node.name,
+            "') is taken on ", where->inputs[position].ToString(),
+            ", but the method was lowered without "
+            "skip_h2d_for_method_inputs: inputs arrive on the host"));
+      }
+      ++position;
+    }
+  }
+  if (!with.skip_d2h_for_method_outputs) {
+    const Node* output = nullptr;
+    for (const Node& node : method->nodes)
+      if (node.kind == NodeKind::kOutput) output = &node;
+    for (size_t i = 0; i < where->outputs.size(); ++i) {
+      if (!where->outputs[i].has_value() || where->outputs[i]->is_host())
+        continue;
+      std::string name;
+      if (output != nullptr && i < output->args.size() &&
+          output->args[i].kind == ArgKind::kValue)
+        name = absl::StrCat(" ('", method->ValueName(output->args[i].value),
+                            "')");
+      return absl::FailedPreconditionError(absl::StrCat(
+          prefix, "output ", i, name, " is left on ",
+          where->outputs[i]->ToString(),
+          ", but the method was lowered without skip_d2h_for_method_outputs: "
+          "it must be returned on the host (is its D2H copy missing?)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 std::string Number(double v) {
   if (std::isnan(v)) return "nan";
   return absl::StrFormat("%.9g", v);
@@ -254,12 +313,26 @@ absl::Status ApplyGivenInputs(const Method& method,
   return absl::OkStatus();
 }
 
-absl::StatusOr<VerifyReport> VerifyPrograms(const Program& original,
-                                            const Program& lowered,
-                                            const VerifyOptions& options) {
+namespace {
+
+absl::StatusOr<VerifyReport> VerifyUnguarded(const Program& original,
+                                             const Program& lowered,
+                                             const VerifyOptions& options) {
   absl::StatusOr<ExecutionMode> mode = ChooseMode(lowered, options.device);
   if (!mode.ok()) return mode.status();
-  auto cancelled = [&] { return options.keep_going && !options.keep_going(); };
+  int64_t given_bytes = 0;
+  for (const GivenInput& given : options.inputs)
+    given_bytes = CheckedAdd(given_bytes, static_cast<int64_t>(given.data.size()))
+                      .value_or(std::numeric_limits<int64_t>::max());
+  if (absl::StatusOr<int64_t> bytes =
+          VerifyBytes(original, lowered, given_bytes, options.limits);
+      !bytes.ok())
+    return bytes.status();
+  CancelScope cancel_scope(options.cancel != nullptr ? options.cancel
+                                                     : CurrentCancelToken());
+  auto cancelled = [&] {
+    return (options.keep_going && !options.keep_going()) || StopRequested();
+  };
 
   VerifyReport report;
   report.device = std::string(ExecutionModeName(*mode));
@@ -297,6 +370,10 @@ absl::StatusOr<VerifyReport> VerifyPrograms(const Program& original,
     if (expected.status().code() == absl::StatusCode::kCancelled)
       return expected.status();
     if (!expected.ok()) return fail("original program: ", expected.status());
+    if (absl::Status placed =
+            CheckPlacedAsLowered(lowered, method.name, **backend);
+        !placed.ok())
+      return fail("", placed);
     absl::StatusOr<std::vector<HostTensor>> actual =
         (*backend)->Run(method.name, inputs, options.keep_going);
     if (actual.status().code() == absl::StatusCode::kCancelled)
@@ -342,6 +419,21 @@ absl::StatusOr<VerifyReport> VerifyPrograms(const Program& original,
   for (const OutputComparison& c : report.outputs)
     report.ok = report.ok && c.match;
   return report;
+}
+
+}  // namespace
+
+absl::StatusOr<VerifyReport> VerifyPrograms(const Program& original,
+                                            const Program& lowered,
+                                            const VerifyOptions& options) {
+  try {
+    return VerifyUnguarded(original, lowered, options);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError("out of memory while verifying");
+  } catch (const std::exception& e) {
+    return absl::InternalError(
+        absl::StrCat("verification failed with an exception: ", e.what()));
+  }
 }
 
 }  // namespace ferry

@@ -11,7 +11,11 @@
 // compared: integers and bools exactly; floats with
 // |actual - expected| <= atol + rtol * |expected| (NaN matches NaN), where
 // atol/rtol depend on the dtype and the backend (Tolerance below) and are
-// reported with each comparison.
+// reported with each comparison. Before a method of `lowered` runs, its user
+// inputs and outputs must be where the options it was lowered with say
+// (Method::lowered_with; the defaults when absent): in host memory unless
+// skip_h2d_for_method_inputs / skip_d2h_for_method_outputs allowed the
+// device. A misplaced one is reported in `error`, naming it.
 //
 // A runtime error in either program (a strictness violation on sim, a
 // layout mismatch at a delegate, a kernel error) is not a Status error: the
@@ -26,6 +30,8 @@
 
 #include "absl/status/statusor.h"
 #include "passes/ir.h"
+#include "passes/resource_limits.h"
+#include "runtime/cancel.h"
 
 namespace ferry {
 
@@ -52,6 +58,14 @@ struct VerifyOptions {
   bool keep_outputs = false;
   // Checked between steps; returning false stops with CANCELLED.
   std::function<bool()> keep_going;
+  // When set, installed for the whole verification (cancel.h): the executor
+  // checks it between nodes and host kernels and the CUDA backend inside
+  // long steps; a stop is CANCELLED (the token tells why).
+  const CancelToken* cancel = nullptr;
+  // What verification may allocate (resource_limits.h), checked before
+  // anything is: over a limit is RESOURCE_EXHAUSTED with a
+  // ResourceViolation.
+  ResourceLimits limits;
 };
 
 struct OutputComparison {
@@ -96,7 +110,10 @@ std::vector<std::string> VisibleDevices();
 // Executes `original` eagerly on the host and `lowered` on the chosen
 // backend. FailedPrecondition if the requested device is unavailable
 // (kCuda without a GPU, or a program using cuda:N with N >= the number of
-// GPUs); CANCELLED when keep_going says so.
+// GPUs); CANCELLED when keep_going says so; RESOURCE_EXHAUSTED when the
+// programs are over options.limits (VerifyBytes), before anything is
+// allocated. Never throws: an allocation failure is RESOURCE_EXHAUSTED, any
+// other exception INTERNAL.
 absl::StatusOr<VerifyReport> VerifyPrograms(const Program& original,
                                             const Program& lowered,
                                             const VerifyOptions& options);

@@ -3,10 +3,14 @@
 #include <grpc/support/time.h>
 
 #include <algorithm>
+#include <exception>
+#include <new>
+#include <optional>
 #include <random>
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "ferry/v1/program.pb.h"
@@ -148,15 +152,18 @@ class CompilerService::Call final : public grpc::ServerUnaryReactor {
       : service_(service),
         context_(context),
         method_(method),
-        arrival_(Clock::now()) {
+        arrival_(Clock::now()),
+        cancel_(&service.drain_token_) {
     std::string id = Metadata(*context, kRequestIdHeader);
     request_id_ = UsableRequestId(id) ? id : NewRequestId();
     deadline_ = arrival_ + EffectiveTimeout(context->raw_deadline());
+    cancel_.SetDeadline(deadline_);
     context->AddInitialMetadata(kRequestIdHeader, request_id_);
   }
 
   void OnCancel() override {
     cancelled_.store(true);
+    cancel_.Cancel(StopReason::kCancelled);
     service_.metrics_.RecordCancellation();
   }
   void OnDone() override { delete this; }
@@ -183,7 +190,52 @@ class CompilerService::Call final : public grpc::ServerUnaryReactor {
   }
   void SetNodes(int64_t nodes) { nodes_ = nodes; }
 
-  void Complete(const grpc::Status& status) {
+  // Finishes the call; never throws (a failure to log or count it is
+  // dropped, the caller still gets `status`).
+  void Complete(const grpc::Status& given) {
+    grpc::Status status = given;
+    if (status.ok() && serialize_response_) {
+      try {
+        status = serialize_response_();
+      } catch (...) {
+        status = InternalRpcError("cannot serialize the response");
+      }
+    }
+    try {
+      Record(status);
+    } catch (...) {
+    }
+    Finish(status);
+  }
+
+  // For calls gRPC hands over as bytes: the call owns the parsed messages
+  // and serializes `response` into `wire` when it finishes OK.
+  template <typename Request, typename Response>
+  void OwnMessages(std::unique_ptr<Request> request,
+                   std::unique_ptr<Response> response,
+                   grpc::ByteBuffer* wire) {
+    Response* out = response.get();
+    owned_request_ = std::move(request);
+    owned_response_ = std::move(response);
+    serialize_response_ = [out, wire] {
+      bool own_buffer = false;
+      return grpc::SerializationTraits<Response>::Serialize(*out, wire,
+                                                            &own_buffer);
+    };
+  }
+
+  // Memory charged to this call (memory_budget.h), released when gRPC is
+  // done with it.
+  void HoldCharge(MemoryBudget::Charge charge) {
+    charges_.push_back(std::move(charge));
+  }
+
+  const std::string& request_id() const { return request_id_; }
+  grpc::CallbackServerContext& context() { return *context_; }
+
+ private:
+  // Metrics and the request log line.
+  void Record(const grpc::Status& status) {
     Clock::time_point now = Clock::now();
     absl::string_view code = StatusCodeName(status.error_code());
     service_.metrics_.RecordRequest(method_, code,
@@ -206,11 +258,12 @@ class CompilerService::Call final : public grpc::ServerUnaryReactor {
       line.Str("traceparent", trace);
     }
     service_.logger_.Write(line);
-    Finish(status);
   }
 
-  const std::string& request_id() const { return request_id_; }
-  grpc::CallbackServerContext& context() { return *context_; }
+ public:
+  // Stops work inside long steps: the deadline, the client's cancel, the
+  // drain's abort.
+  const CancelToken& cancel_token() const { return cancel_; }
 
  private:
   // The caller's deadline, bounded by --max-deadline; --default-deadline
@@ -238,6 +291,11 @@ class CompilerService::Call final : public grpc::ServerUnaryReactor {
   std::string outcome_;
   int64_t nodes_ = -1;
   std::atomic<bool> cancelled_{false};
+  CancelToken cancel_;
+  std::unique_ptr<google::protobuf::Message> owned_request_;
+  std::unique_ptr<google::protobuf::Message> owned_response_;
+  std::function<grpc::Status()> serialize_response_;
+  std::vector<MemoryBudget::Charge> charges_;
 };
 
 // One computation of a Lower request and the calls waiting for it.
@@ -264,13 +322,17 @@ CompilerService::CompilerService(ServiceOptions options,
       executor_(executor),
       metrics_(metrics),
       logger_(logger),
-      cache_(options_.cache_bytes),
+      memory_(options_.max_memory_bytes),
+      cache_(options_.cache_bytes, &memory_),
       pass_names_(PipelinePassNames()) {}
 
 CompilerService::~CompilerService() = default;
 
 void CompilerService::StartDraining() { draining_.store(true); }
-void CompilerService::AbortInFlight() { aborting_.store(true); }
+void CompilerService::AbortInFlight() {
+  aborting_.store(true);
+  drain_token_.Cancel(StopReason::kDraining);
+}
 
 ServiceMetrics::Gauges CompilerService::Gauges() const {
   ServiceMetrics::Gauges gauges;
@@ -288,11 +350,16 @@ ServiceMetrics::Gauges CompilerService::Gauges() const {
 bool CompilerService::Authorize(Call* call) {
   if (options_.tokens.empty()) return true;
   std::string header = Metadata(call->context(), "authorization");
-  constexpr absl::string_view kBearer = "Bearer ";
+  // RFC 6750 section 2.1: "Bearer" 1*SP token, the scheme in any case
+  // (RFC 7235 section 2.1).
+  constexpr absl::string_view kBearer = "bearer";
+  absl::string_view value(header);
   bool accepted = false;
-  if (header.size() > kBearer.size() &&
-      absl::string_view(header).substr(0, kBearer.size()) == kBearer) {
-    absl::string_view token = absl::string_view(header).substr(kBearer.size());
+  if (value.size() > kBearer.size() + 1 &&
+      absl::EqualsIgnoreCase(value.substr(0, kBearer.size()), kBearer) &&
+      value[kBearer.size()] == ' ') {
+    absl::string_view token = value.substr(kBearer.size());
+    while (!token.empty() && token.front() == ' ') token.remove_prefix(1);
     // Every candidate is compared, so timing does not tell which matched.
     for (const std::string& candidate : options_.tokens) {
       accepted |= ConstantTimeEquals(token, candidate);
@@ -326,6 +393,7 @@ bool CompilerService::Admit(Call* call, const v1::LowerRequest& request,
         OverLimitError("nodes", nodes, options_.max_nodes, "TOO_MANY_NODES"));
     return false;
   }
+  if (!ChargeMemory(call, RequestMemoryEstimate(bytes))) return false;
   if (!call->Wanted(Clock::now())) {
     call->Complete(call->Unwanted("before the call was queued"));
     return false;
@@ -348,24 +416,79 @@ bool CompilerService::Submit(Call* call, std::function<void()> job) {
   return false;
 }
 
+bool CompilerService::ChargeMemory(Call* call, int64_t bytes) {
+  std::optional<MemoryBudget::Charge> charge = memory_.TryReserve(bytes);
+  if (!charge) {
+    // Running work comes before cached results.
+    cache_.Shed(bytes);
+    charge = memory_.TryReserve(bytes);
+  }
+  if (!charge) {
+    call->Complete(MemoryBudgetError(bytes, memory_.used(), memory_.limit(),
+                                     EstimatedRetryDelay()));
+    return false;
+  }
+  call->HoldCharge(*std::move(charge));
+  return true;
+}
+
+grpc::Status CompilerService::JobError(const absl::Status& status,
+                                       absl::string_view what) {
+  if (std::optional<ResourceViolation> violation =
+          GetResourceViolation(status)) {
+    return ResourceLimitRpcError(*violation);
+  }
+  if (status.code() == absl::StatusCode::kResourceExhausted) {
+    return OutOfMemoryError(what, EstimatedRetryDelay());
+  }
+  return InternalRpcError(absl::StrCat(what, " failed: ", status.message()));
+}
+
 std::chrono::milliseconds CompilerService::EstimatedRetryDelay() const {
-  double mean_ms;
+  double per_job_ms = 0;
   {
     std::lock_guard<std::mutex> lock(job_time_mutex_);
-    mean_ms = mean_job_ms_;
+    if (job_time_measured_) per_job_ms = mean_job_ms_;
+    // A job running now takes at least as long as it has run so far (the
+    // only measurement before the first job finishes).
+    if (!running_job_starts_.empty()) {
+      per_job_ms = std::max(
+          per_job_ms, MillisBetween(*running_job_starts_.begin(), Clock::now()));
+    }
   }
-  // Time for the queue ahead of a retry to drain, roughly.
-  double waves = 1.0 + static_cast<double>(executor_.queue_depth()) /
+  // Time for the jobs ahead of a retry to get through the workers: the
+  // running ones and the queue (full when this is asked).
+  double waves = 1.0 + static_cast<double>(executor_.queued()) /
                            std::max(1, executor_.workers());
-  double delay_ms = std::clamp(mean_ms * waves, 100.0, 30'000.0);
+  double delay_ms = std::clamp(per_job_ms * waves, 100.0, 30'000.0);
   return std::chrono::milliseconds(static_cast<int64_t>(delay_ms));
 }
 
 void CompilerService::RecordJobTime(Clock::duration elapsed) {
   double ms = std::chrono::duration<double, std::milli>(elapsed).count();
   std::lock_guard<std::mutex> lock(job_time_mutex_);
-  mean_job_ms_ = 0.8 * mean_job_ms_ + 0.2 * ms;
+  mean_job_ms_ = job_time_measured_ ? 0.8 * mean_job_ms_ + 0.2 * ms : ms;
+  job_time_measured_ = true;
 }
+
+class CompilerService::RunningJob {
+ public:
+  RunningJob(CompilerService& service, Clock::time_point start)
+      : service_(service) {
+    std::lock_guard<std::mutex> lock(service_.job_time_mutex_);
+    entry_ = service_.running_job_starts_.insert(start);
+  }
+  ~RunningJob() {
+    std::lock_guard<std::mutex> lock(service_.job_time_mutex_);
+    service_.running_job_starts_.erase(entry_);
+  }
+  RunningJob(const RunningJob&) = delete;
+  RunningJob& operator=(const RunningJob&) = delete;
+
+ private:
+  CompilerService& service_;
+  std::multiset<Clock::time_point>::iterator entry_;
+};
 
 void CompilerService::RecordPasses(const v1::LowerStats& stats) {
   for (const v1::PassStats& pass : stats.passes()) {
@@ -376,10 +499,52 @@ void CompilerService::RecordPasses(const v1::LowerStats& stats) {
 // ---------------------------------------------------------------------------
 // Lower
 
+template <typename Request, typename Response>
+bool CompilerService::ParseWire(Call* call, const grpc::ByteBuffer* wire_request,
+                                grpc::ByteBuffer* wire_response,
+                                Request** request, Response** response) {
+  auto parsed = std::make_unique<Request>();
+  grpc::ByteBuffer bytes(*wire_request);  // shares the slices
+  grpc::Status status =
+      grpc::SerializationTraits<Request>::Deserialize(&bytes, parsed.get());
+  if (!status.ok()) {
+    call->Complete(InvalidFieldError(
+        "request",
+        absl::StrCat("the request is not a valid ",
+                     Request::descriptor()->full_name(),
+                     " (protobuf parsing failed: ", status.error_message(),
+                     ")"),
+        "UNPARSEABLE_REQUEST"));
+    return false;
+  }
+  *request = parsed.get();
+  auto out = std::make_unique<Response>();
+  *response = out.get();
+  call->OwnMessages(std::move(parsed), std::move(out), wire_response);
+  return true;
+}
+
+grpc::ServerUnaryReactor* CompilerService::Lower(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* wire_request,
+    grpc::ByteBuffer* wire_response) {
+  Call* call = new Call(*this, context, "Lower");
+  v1::LowerRequest* request = nullptr;
+  v1::LowerResponse* response = nullptr;
+  if (!ParseWire(call, wire_request, wire_response, &request, &response)) {
+    return call;
+  }
+  return StartLower(call, request, response);
+}
+
 grpc::ServerUnaryReactor* CompilerService::Lower(
     grpc::CallbackServerContext* context, const v1::LowerRequest* request,
     v1::LowerResponse* response) {
-  Call* call = new Call(*this, context, "Lower");
+  return StartLower(new Call(*this, context, "Lower"), request, response);
+}
+
+grpc::ServerUnaryReactor* CompilerService::StartLower(
+    Call* call, const v1::LowerRequest* request, v1::LowerResponse* response) {
+  grpc::CallbackServerContext* context = &call->context();
   if (!Admit(call, *request, static_cast<int64_t>(request->ByteSizeLong()))) {
     return call;
   }
@@ -395,7 +560,13 @@ grpc::ServerUnaryReactor* CompilerService::Lower(
     if (ResultCache::Value hit = cache_.Lookup(key)) {
       lock.unlock();
       metrics_.RecordCacheLookup(true);
-      *response = *hit;
+      try {
+        *response = *hit;
+      } catch (const std::bad_alloc&) {
+        call->Complete(
+            OutOfMemoryError("copying a cached result", EstimatedRetryDelay()));
+        return call;
+      }
       response->set_cached(true);
       response->set_request_id(call->request_id());
       call->SetOutcome("cache_hit");
@@ -417,7 +588,20 @@ grpc::ServerUnaryReactor* CompilerService::Lower(
 }
 
 void CompilerService::SubmitLowerFlight(std::shared_ptr<LowerFlight> flight) {
-  auto job = [this, flight] { RunLowerFlight(*flight); };
+  // No exception leaves a job: it becomes the status of the flight's calls.
+  auto job = [this, flight] {
+    std::optional<grpc::Status> failed;
+    try {
+      RunLowerFlight(*flight);
+    } catch (const std::bad_alloc&) {
+      failed = OutOfMemoryError("while lowering", EstimatedRetryDelay());
+    } catch (const std::exception& e) {
+      failed = InternalRpcError(absl::StrCat("lowering failed: ", e.what()));
+    } catch (...) {
+      failed = InternalRpcError("lowering failed: unknown exception");
+    }
+    if (failed) FinishLowerFlight(*flight, *failed, nullptr, nullptr);
+  };
   switch (executor_.TrySubmit(std::move(job))) {
     case BoundedExecutor::Admission::kAccepted:
       return;
@@ -435,6 +619,7 @@ void CompilerService::SubmitLowerFlight(std::shared_ptr<LowerFlight> flight) {
 
 void CompilerService::RunLowerFlight(LowerFlight& flight) {
   Clock::time_point start = Clock::now();
+  RunningJob running_job(*this, start);
   {
     std::lock_guard<std::mutex> lock(flight.mutex);
     for (LowerFlight::Waiter& waiter : flight.waiters)
@@ -458,24 +643,18 @@ void CompilerService::RunLowerFlight(LowerFlight& flight) {
   }
 
   absl::StatusOr<LowerResult> result =
-      ferry::Lower(*flight.request, keep_going);
+      ferry::Lower(*flight.request, keep_going, options_.limits);
   RecordJobTime(Clock::now() - start);
   if (!result.ok()) {
     grpc::Status status =
         result.status().code() == absl::StatusCode::kCancelled
             ? CallCancelledError("between passes")
-            : InternalRpcError(
-                  absl::StrCat("lowering failed: ", result.status().message()));
+            : JobError(result.status(), "lowering");
     FinishLowerFlight(flight, status, nullptr, nullptr);
     return;
   }
-  if (!result->ok && std::any_of(result->diagnostics.items().begin(),
-                                 result->diagnostics.items().end(),
-                                 IsMalformedRequestDiagnostic)) {
-    FinishLowerFlight(flight, MalformedProgramError(result->diagnostics),
-                      nullptr, nullptr);
-    return;
-  }
+  // A malformed program (E01xx-E05xx) is an OK response like a compile
+  // failure: its diagnostics, all of them, are in the body.
 
   v1::LowerResponse built;
   built.set_ok(result->ok);
@@ -512,8 +691,9 @@ void CompilerService::FinishLowerFlight(
   if (!flight.key.empty()) {
     std::lock_guard<std::mutex> lock(flights_mutex_);
     if (status.ok() && response->ok()) {
+      // Charged the memory the message takes, not its serialized size.
       cache_.Insert(flight.key, response,
-                    static_cast<int64_t>(response->ByteSizeLong()));
+                    static_cast<int64_t>(response->SpaceUsedLong()));
     }
     flights_.erase(flight.key);  // nobody joins after this point
   }
@@ -547,7 +727,13 @@ void CompilerService::FinishLowerFlight(
     if (owned != nullptr) {
       waiter.response->Swap(owned);
     } else {
-      *waiter.response = *response;
+      try {
+        *waiter.response = *response;
+      } catch (const std::bad_alloc&) {
+        waiter.call->Complete(OutOfMemoryError("copying the shared result",
+                                               EstimatedRetryDelay()));
+        continue;
+      }
       waiter.response->set_cached(i != 0);
     }
     waiter.response->set_request_id(waiter.call->request_id());
@@ -562,11 +748,37 @@ void CompilerService::FinishLowerFlight(
 // Verify
 
 grpc::ServerUnaryReactor* CompilerService::Verify(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* wire_request,
+    grpc::ByteBuffer* wire_response) {
+  Call* call = new Call(*this, context, "Verify");
+  v1::VerifyRequest* request = nullptr;
+  v1::VerifyResponse* response = nullptr;
+  if (!ParseWire(call, wire_request, wire_response, &request, &response)) {
+    return call;
+  }
+  return StartVerify(call, request, response);
+}
+
+grpc::ServerUnaryReactor* CompilerService::Verify(
     grpc::CallbackServerContext* context, const v1::VerifyRequest* request,
     v1::VerifyResponse* response) {
-  Call* call = new Call(*this, context, "Verify");
+  return StartVerify(new Call(*this, context, "Verify"), request, response);
+}
+
+grpc::ServerUnaryReactor* CompilerService::StartVerify(
+    Call* call, const v1::VerifyRequest* request,
+    v1::VerifyResponse* response) {
   if (!Admit(call, request->request(),
              static_cast<int64_t>(request->ByteSizeLong()))) {
+    return call;
+  }
+  if (!v1::VerifyDevice_IsValid(request->device())) {
+    call->Complete(InvalidFieldError(
+        "device",
+        absl::StrCat("unknown verification device ", request->device(),
+                     "; use VERIFY_DEVICE_AUTO, VERIFY_DEVICE_SIM or "
+                     "VERIFY_DEVICE_CUDA"),
+        "UNKNOWN_DEVICE"));
     return call;
   }
   if (request->device() == v1::VERIFY_DEVICE_CUDA && !options_.cuda_available) {
@@ -576,8 +788,20 @@ grpc::ServerUnaryReactor* CompilerService::Verify(
         "VERIFY_DEVICE_SIM or a GPU verification endpoint"));
     return call;
   }
+  // No exception leaves a job: RunVerify finishes the call last, so one
+  // that escapes it has not finished the call yet.
   Submit(call, [this, call, request, response] {
-    RunVerify(call, *request, response);
+    std::optional<grpc::Status> failed;
+    try {
+      RunVerify(call, *request, response);
+    } catch (const std::bad_alloc&) {
+      failed = OutOfMemoryError("while verifying", EstimatedRetryDelay());
+    } catch (const std::exception& e) {
+      failed = InternalRpcError(absl::StrCat("verification failed: ", e.what()));
+    } catch (...) {
+      failed = InternalRpcError("verification failed: unknown exception");
+    }
+    if (failed) call->Complete(*failed);
   });
   return call;
 }
@@ -585,6 +809,7 @@ grpc::ServerUnaryReactor* CompilerService::Verify(
 void CompilerService::RunVerify(Call* call, const v1::VerifyRequest& request,
                                 v1::VerifyResponse* response) {
   Clock::time_point start = Clock::now();
+  RunningJob running_job(*this, start);
   call->JobStarted();
   if (options_.before_job_for_testing)
     options_.before_job_for_testing("Verify");
@@ -595,20 +820,15 @@ void CompilerService::RunVerify(Call* call, const v1::VerifyRequest& request,
   }
 
   absl::StatusOr<LowerResult> lowered =
-      ferry::Lower(request.request(), keep_going);
+      ferry::Lower(request.request(), keep_going, options_.limits);
   if (!lowered.ok()) {
     call->Complete(lowered.status().code() == absl::StatusCode::kCancelled
                        ? call->Unwanted("between passes")
-                       : InternalRpcError(absl::StrCat(
-                             "lowering failed: ", lowered.status().message())));
+                       : JobError(lowered.status(), "lowering"));
     return;
   }
-  if (!lowered->ok && std::any_of(lowered->diagnostics.items().begin(),
-                                  lowered->diagnostics.items().end(),
-                                  IsMalformedRequestDiagnostic)) {
-    call->Complete(MalformedProgramError(lowered->diagnostics));
-    return;
-  }
+  // A malformed program (E01xx-E05xx), like one that fails to compile, is
+  // an OK response with lowered = false and every diagnostic in the body.
   response->set_lowered(lowered->ok);
   DiagnosticsToProto(lowered->diagnostics, response->mutable_diagnostics());
   StatsToProto(lowered->stats, response->mutable_stats());
@@ -628,6 +848,7 @@ void CompilerService::RunVerify(Call* call, const v1::VerifyRequest& request,
   options.device = DeviceFromProto(request.device());
   options.seed = request.seed();
   options.keep_going = keep_going;
+  options.cancel = &call->cancel_token();
   for (const v1::InputValue& value : request.inputs().values()) {
     GivenInput input;
     input.method = value.method();
@@ -637,6 +858,19 @@ void CompilerService::RunVerify(Call* call, const v1::VerifyRequest& request,
     input.data = value.data();
     options.inputs.push_back(std::move(input));
   }
+  // What verification will allocate, within the per-request limit and then
+  // charged to the process budget, before anything is allocated.
+  options.limits = options_.limits;
+  absl::StatusOr<int64_t> verify_bytes =
+      VerifyBytes(original, lowered->program,
+                  static_cast<int64_t>(request.inputs().ByteSizeLong()),
+                  options_.limits);
+  if (!verify_bytes.ok()) {
+    metrics_.RecordVerification("none", "error");
+    call->Complete(JobError(verify_bytes.status(), "verification"));
+    return;
+  }
+  if (!ChargeMemory(call, *verify_bytes)) return;
   absl::StatusOr<VerifyReport> report =
       VerifyPrograms(original, lowered->program, options);
   RecordJobTime(Clock::now() - start);
@@ -659,8 +893,7 @@ void CompilerService::RunVerify(Call* call, const v1::VerifyRequest& request,
         return;
       default:
         metrics_.RecordVerification("none", "error");
-        call->Complete(InternalRpcError(
-            absl::StrCat("verification failed: ", report.status().message())));
+        call->Complete(JobError(report.status(), "verification"));
         return;
     }
   }
@@ -696,6 +929,10 @@ v1::GetCapabilitiesResponse CompilerService::Capabilities() const {
   limits->set_queue_depth(executor_.queue_depth());
   limits->set_default_deadline_ms(options_.default_deadline.count());
   limits->set_max_deadline_ms(options_.max_deadline.count());
+  limits->set_max_tensor_bytes(options_.limits.max_tensor_bytes);
+  limits->set_max_verify_bytes(options_.limits.max_verify_bytes);
+  limits->set_max_expansion(options_.limits.max_expansion);
+  limits->set_max_memory_bytes(options_.max_memory_bytes);
   for (const std::string& pass : pass_names_) caps.add_passes(pass);
   const google::protobuf::Descriptor* lower_options =
       v1::LowerOptions::descriptor();

@@ -20,12 +20,16 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/strings/string_view.h"
 #include "ferry/v1/compiler.grpc.pb.h"
+#include "runtime/cancel.h"
+#include "passes/resource_limits.h"
 #include "server/executor.h"
+#include "server/memory_budget.h"
 #include "server/metrics.h"
 #include "server/request_log.h"
 #include "server/result_cache.h"
@@ -41,6 +45,10 @@ struct ServiceOptions {
   // Accepted bearer tokens; empty: calls need none.
   std::vector<std::string> tokens;
   int64_t cache_bytes = int64_t{256} << 20;
+  // Per-request resource limits (passes/resource_limits.h).
+  ResourceLimits limits;
+  // Process-wide memory budget (memory_budget.h); 0: none.
+  int64_t max_memory_bytes = 0;
   // What the runtime sees, probed once at start.
   bool cuda_available = false;
   std::vector<std::string> visible_devices;
@@ -55,11 +63,26 @@ inline constexpr char kRequestIdHeader[] = "x-request-id";
 // computation with identical requests (load tests, cache debugging).
 inline constexpr char kCacheControlHeader[] = "ferry-cache";
 
-class CompilerService final : public v1::Compiler::CallbackService {
+// Lower and Verify are registered in their wire form (raw callback
+// methods): the request is parsed here, so that bytes that do not parse get
+// INVALID_ARGUMENT saying so, logged and counted like every other call,
+// instead of gRPC's bare UNIMPLEMENTED.
+class CompilerService final
+    : public v1::Compiler::WithRawCallbackMethod_Lower<
+          v1::Compiler::WithRawCallbackMethod_Verify<
+              v1::Compiler::CallbackService>> {
  public:
   CompilerService(ServiceOptions options, BoundedExecutor& executor,
                   ServiceMetrics& metrics, Logger& logger);
   ~CompilerService() override;
+
+  // What gRPC calls: parse, then as the typed forms below.
+  grpc::ServerUnaryReactor* Lower(grpc::CallbackServerContext* context,
+                                  const grpc::ByteBuffer* request,
+                                  grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* Verify(grpc::CallbackServerContext* context,
+                                   const grpc::ByteBuffer* request,
+                                   grpc::ByteBuffer* response) override;
 
   grpc::ServerUnaryReactor* Lower(grpc::CallbackServerContext* context,
                                   const v1::LowerRequest* request,
@@ -83,11 +106,26 @@ class CompilerService final : public v1::Compiler::CallbackService {
   v1::GetCapabilitiesResponse Capabilities() const;
   ServiceMetrics::Gauges Gauges() const;
   const ResultCache& cache() const { return cache_; }
+  const MemoryBudget& memory() const { return memory_; }
 
   class Call;  // one RPC's reactor (compiler_service.cc)
 
  private:
   struct LowerFlight;
+
+  // Parses `wire_request` into messages `call` owns (the response is
+  // serialized into `wire_response` when it finishes OK); finishes `call`
+  // with INVALID_ARGUMENT and returns false when the bytes do not parse.
+  template <typename Request, typename Response>
+  bool ParseWire(Call* call, const grpc::ByteBuffer* wire_request,
+                 grpc::ByteBuffer* wire_response, Request** request,
+                 Response** response);
+  grpc::ServerUnaryReactor* StartLower(Call* call,
+                                       const v1::LowerRequest* request,
+                                       v1::LowerResponse* response);
+  grpc::ServerUnaryReactor* StartVerify(Call* call,
+                                        const v1::VerifyRequest* request,
+                                        v1::VerifyResponse* response);
 
   // Checks the bearer token; finishes `call` with UNAUTHENTICATED and
   // returns false when it is missing or wrong.
@@ -103,6 +141,13 @@ class CompilerService final : public v1::Compiler::CallbackService {
   void RunVerify(Call* call, const v1::VerifyRequest& request,
                  v1::VerifyResponse* response);
   bool Submit(Call* call, std::function<void()> job);
+  // Charges `bytes` to the memory budget for `call` (the cache gives up
+  // entries first if it must); finishes `call` with MEMORY_BUDGET and
+  // returns false when they do not fit.
+  bool ChargeMemory(Call* call, int64_t bytes);
+  // The status for an error from the pipeline or verification that is not
+  // about the program: over a resource limit, out of memory, internal.
+  grpc::Status JobError(const absl::Status& status, absl::string_view what);
   std::chrono::milliseconds EstimatedRetryDelay() const;
   void RecordJobTime(std::chrono::steady_clock::duration elapsed);
   void RecordPasses(const v1::LowerStats& stats);
@@ -111,16 +156,26 @@ class CompilerService final : public v1::Compiler::CallbackService {
   BoundedExecutor& executor_;
   ServiceMetrics& metrics_;
   Logger& logger_;
+  MemoryBudget memory_;  // before cache_, which charges it
   ResultCache cache_;
   const std::vector<std::string> pass_names_;
   std::atomic<bool> draining_{false};
   std::atomic<bool> aborting_{false};
+  // Parent of every call's CancelToken; AbortInFlight cancels it, so work
+  // inside a long step stops too (runtime/cancel.h).
+  CancelToken drain_token_;
 
   std::mutex flights_mutex_;
   std::map<std::string, std::shared_ptr<LowerFlight>> flights_;
 
+  // Job durations, for RetryInfo: a moving average of finished jobs (seeded
+  // by the first), and when each running job started.
   mutable std::mutex job_time_mutex_;
-  double mean_job_ms_ = 100;
+  double mean_job_ms_ = 0;
+  bool job_time_measured_ = false;
+  std::multiset<std::chrono::steady_clock::time_point> running_job_starts_;
+  // Tracks a job in running_job_starts_ while it lives.
+  class RunningJob;
 
   friend class Call;
 };

@@ -110,6 +110,27 @@ const std::vector<Key>& Keys() {
        StringKey(&ServerConfig::token_file)},
       {"cache-bytes", "BYTES", "result cache capacity; 0 disables it (256MiB)",
        BytesKey("cache-bytes", &ServerConfig::cache_bytes, 0)},
+      {"max-tensor-bytes", "BYTES",
+       "largest storage of any one tensor a request declares (1GiB)",
+       BytesKey("max-tensor-bytes", &ServerConfig::max_tensor_bytes, 1)},
+      {"max-verify-bytes", "BYTES",
+       "most memory one verification may allocate, both runs together (2GiB)",
+       BytesKey("max-verify-bytes", &ServerConfig::max_verify_bytes, 1)},
+      {"max-expansion", "N",
+       "bytes a lowering may produce per request byte, requests under 1MiB "
+       "counted as 1MiB (16)",
+       [](absl::string_view value, ServerConfig& config) -> absl::Status {
+         int64_t factor = 0;
+         if (!absl::SimpleAtoi(value, &factor) || factor < 1) {
+           return BadValue("max-expansion", value, "an integer >= 1");
+         }
+         config.max_expansion = factor;
+         return absl::OkStatus();
+       }},
+      {"max-memory-bytes", "BYTES",
+       "memory budget for running requests and the cache; beyond it calls "
+       "are refused with RetryInfo; 0: none (3GiB)",
+       BytesKey("max-memory-bytes", &ServerConfig::max_memory_bytes, 0)},
       {"drain-grace", "DURATION",
        "time in-flight work gets to finish after SIGTERM (20s)",
        DurationKey("drain-grace", &ServerConfig::drain_grace)},
@@ -313,6 +334,17 @@ absl::Status ValidateConfig(const ServerConfig& config) {
   if (config.max_deadline < config.default_deadline) {
     return absl::InvalidArgumentError(
         "--max-deadline must not be shorter than --default-deadline");
+  }
+  if (config.max_memory_bytes > 0 &&
+      config.cache_bytes >= config.max_memory_bytes) {
+    return absl::InvalidArgumentError(
+        "--cache-bytes must be below --max-memory-bytes (the budget covers "
+        "the cache and running requests)");
+  }
+  if (config.max_memory_bytes > 0 &&
+      config.max_verify_bytes > config.max_memory_bytes) {
+    return absl::InvalidArgumentError(
+        "--max-verify-bytes must not exceed --max-memory-bytes");
   }
   if (config.max_message_bytes > std::numeric_limits<int32_t>::max() / 2) {
     return absl::InvalidArgumentError(

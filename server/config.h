@@ -42,8 +42,18 @@ struct ServerConfig {
   std::string tls_client_ca;
   // File of accepted bearer tokens, one per line; empty: no token needed.
   std::string token_file;
-  // Capacity of the result cache in bytes; 0 disables it.
+  // Capacity of the result cache in bytes of memory its entries take (not
+  // their serialized size); 0 disables it.
   int64_t cache_bytes = int64_t{256} << 20;
+  // Per-request resource limits (passes/resource_limits.h): any one
+  // tensor's storage, everything a verification allocates, and the bytes a
+  // lowering produces per request byte.
+  int64_t max_tensor_bytes = int64_t{1} << 30;
+  int64_t max_verify_bytes = int64_t{2} << 30;
+  int64_t max_expansion = 16;
+  // Memory budget of the whole process: running requests (an estimate each,
+  // charged before they start) and the result cache; 0: no budget.
+  int64_t max_memory_bytes = int64_t{3} << 30;
   // How long in-flight work may take to finish after SIGTERM.
   std::chrono::milliseconds drain_grace{std::chrono::seconds(20)};
 };

@@ -4,6 +4,11 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/security/server_credentials.h>
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 
 #include <algorithm>
 #include <fstream>
@@ -51,6 +56,43 @@ absl::StatusOr<std::vector<std::string>> ReadTokens(const std::string& path) {
   return tokens;
 }
 
+// The PEM texts of --tls-cert and --tls-key parse, and the key is the
+// certificate's (gRPC would only say that it cannot listen).
+absl::Status CheckKeyMatchesCertificate(const ServerConfig& config,
+                                        const std::string& cert_pem,
+                                        const std::string& key_pem) {
+  auto bio_of = [](const std::string& text) {
+    return std::unique_ptr<BIO, decltype(&BIO_free)>(
+        BIO_new_mem_buf(text.data(), static_cast<int>(text.size())),
+        &BIO_free);
+  };
+  auto cert_bio = bio_of(cert_pem);
+  std::unique_ptr<X509, decltype(&X509_free)> cert(
+      PEM_read_bio_X509(cert_bio.get(), nullptr, nullptr, nullptr), &X509_free);
+  if (cert == nullptr) {
+    ERR_clear_error();
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--tls-cert ", config.tls_cert, " holds no PEM certificate"));
+  }
+  auto key_bio = bio_of(key_pem);
+  std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> key(
+      PEM_read_bio_PrivateKey(key_bio.get(), nullptr, nullptr, nullptr),
+      &EVP_PKEY_free);
+  if (key == nullptr) {
+    ERR_clear_error();
+    return absl::InvalidArgumentError(
+        absl::StrCat("--tls-key ", config.tls_key,
+                     " holds no PEM private key (or it is encrypted)"));
+  }
+  if (X509_check_private_key(cert.get(), key.get()) != 1) {
+    ERR_clear_error();
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--tls-key ", config.tls_key,
+        " does not match the certificate in --tls-cert ", config.tls_cert));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(
     const ServerConfig& config) {
   if (config.tls_cert.empty()) return grpc::InsecureServerCredentials();
@@ -58,6 +100,10 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(
   if (!cert.ok()) return cert.status();
   absl::StatusOr<std::string> key = ReadFile(config.tls_key, "--tls-key");
   if (!key.ok()) return key.status();
+  if (absl::Status s = CheckKeyMatchesCertificate(config, *cert, *key);
+      !s.ok()) {
+    return s;
+  }
   grpc::SslServerCredentialsOptions options(
       GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
   options.pem_key_cert_pairs.push_back({*key, *cert});
@@ -91,6 +137,8 @@ int64_t ResponseLimit(int64_t max_message_bytes) {
 
 FerryServer::FerryServer() = default;
 
+// When Drain returns false, destroying the server waits for the work that
+// did not stop (ferryd exits instead).
 FerryServer::~FerryServer() { Drain(std::chrono::milliseconds(0)); }
 
 absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(
@@ -110,6 +158,10 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(
   options.default_deadline = config.default_deadline;
   options.max_deadline = config.max_deadline;
   options.cache_bytes = config.cache_bytes;
+  options.limits.max_tensor_bytes = config.max_tensor_bytes;
+  options.limits.max_verify_bytes = config.max_verify_bytes;
+  options.limits.max_expansion = config.max_expansion;
+  options.max_memory_bytes = config.max_memory_bytes;
   if (!config.token_file.empty()) {
     absl::StatusOr<std::vector<std::string>> tokens =
         ReadTokens(config.token_file);
@@ -201,37 +253,49 @@ std::string FerryServer::RenderMetrics() const {
   return metrics_->Render(service_->Gauges());
 }
 
-void FerryServer::Drain(std::chrono::milliseconds grace) {
-  if (drained_ || server_ == nullptr) return;
+bool FerryServer::Drain(std::chrono::milliseconds grace) {
+  if (drained_ || server_ == nullptr) return drain_clean_;
   drained_ = true;
   auto start = std::chrono::steady_clock::now();
   logger_->Write(
       LogLine("drain")
           .Int("grace_ms", grace.count())
           .Int("in_flight", executor_->queued() + executor_->running()));
-  // 1. Readiness fails everywhere, so endpoints stop sending new work.
-  server_->GetHealthCheckService()->Shutdown();
+  // 1. Readiness fails, so endpoints stop sending new work. Liveness ("")
+  // stays SERVING: a draining pod is healthy and must not be restarted.
+  grpc::HealthCheckServiceInterface* health =
+      server_->GetHealthCheckService();
+  health->SetServingStatus(kHealthCompiler, false);
+  health->SetServingStatus(kHealthGpu, false);
   // 2. New calls are refused; accepted work continues.
   service_->StartDraining();
   executor_->Close();
-  // 3. In-flight work gets the grace period; what is left is told to stop.
+  // 3. In-flight work gets the grace period; what is left is told to stop,
+  // which it does within moments (runtime/cancel.h).
   bool finished = executor_->WaitIdle(start + grace);
+  bool stopped = finished;
   if (!finished) {
     service_->AbortInFlight();
-    executor_->WaitIdle(std::chrono::steady_clock::now() +
-                        std::chrono::seconds(10));
+    stopped =
+        executor_->WaitIdle(std::chrono::steady_clock::now() + kAbortWait);
   }
-  // 4. Every call has been answered; close the transport.
-  server_->Shutdown(std::chrono::system_clock::now() +
-                    std::chrono::milliseconds(500));
-  server_->Wait();
+  // 4. Every call has been answered; close the transport. (Closing waits
+  // for every call to finish, so not while work is still running.)
+  if (stopped) {
+    health->Shutdown();
+    server_->Shutdown(std::chrono::system_clock::now() + kTransportCloseWait);
+    server_->Wait();
+  }
   if (metrics_http_) metrics_http_->Stop();
   double elapsed_ms = std::chrono::duration<double, std::milli>(
                           std::chrono::steady_clock::now() - start)
                           .count();
   logger_->Write(LogLine("stopped")
                      .Bool("in_flight_finished", finished)
+                     .Bool("in_flight_stopped", stopped)
                      .Num("drain_ms", elapsed_ms));
+  drain_clean_ = stopped;
+  return stopped;
 }
 
 }  // namespace ferry

@@ -31,6 +31,11 @@ inline constexpr char kHealthCompiler[] = "ferry.v1.Compiler";
 // verification endpoint.
 inline constexpr char kHealthGpu[] = "ferry.v1.Compiler/gpu";
 
+// ferryd exits at the latest this long after the drain grace ends (the
+// abort wait and transport close fit well within it). Manifests budget
+// preStop + --drain-grace + this within terminationGracePeriodSeconds.
+inline constexpr std::chrono::milliseconds kDrainExitMargin{3000};
+
 struct ServerHooks {
   // Receives each log line; empty: stderr.
   std::function<void(absl::string_view)> log_sink;
@@ -55,10 +60,17 @@ class FerryServer {
   // HOST:PORT of /metrics; empty when disabled.
   std::string metrics_address() const;
 
-  // The SIGTERM sequence: every health name NOT_SERVING, new calls refused
+  // The SIGTERM sequence: readiness (kHealthCompiler, kHealthGpu)
+  // NOT_SERVING while liveness ("") stays SERVING, new calls refused
   // (UNAVAILABLE), in-flight work given `grace` to finish, what is left
-  // aborted, then the server shut down. Idempotent.
-  void Drain(std::chrono::milliseconds grace);
+  // told to stop (its CancelToken: it stops inside long steps and answers
+  // UNAVAILABLE) and given kAbortWait, then the transport closed (at most
+  // kTransportCloseWait). Returns false when some work did not stop within
+  // kAbortWait: then the transport is left open (closing it would wait for
+  // that work) and the caller should exit. Idempotent.
+  static constexpr std::chrono::milliseconds kAbortWait{1000};
+  static constexpr std::chrono::milliseconds kTransportCloseWait{500};
+  bool Drain(std::chrono::milliseconds grace);
 
   CompilerService& service() { return *service_; }
   ServiceMetrics& metrics() { return *metrics_; }
@@ -78,6 +90,7 @@ class FerryServer {
   std::unique_ptr<MetricsHttpServer> metrics_http_;
   std::string address_;
   bool drained_ = false;
+  bool drain_clean_ = true;
 };
 
 }  // namespace ferry

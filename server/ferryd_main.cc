@@ -2,15 +2,19 @@
 //
 // Prints the bound gRPC address (HOST:PORT) as the first line of stdout and,
 // when --metrics-listen is set, the metrics address as the second; logs go
-// to stderr, one JSON object per line. SIGTERM or SIGINT drains (health
-// NOT_SERVING, new work refused, in-flight work finishes within
-// --drain-grace) and exits 0.
+// to stderr, one JSON object per line. SIGTERM or SIGINT drains (readiness
+// NOT_SERVING, liveness still SERVING, new work refused, in-flight work
+// finishes within --drain-grace or is stopped) and exits 0, at the latest
+// --drain-grace + kDrainExitMargin after the signal.
 #include <pthread.h>
 #include <signal.h>
 
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ferry/client.h"
@@ -86,7 +90,20 @@ int main(int argc, char** argv) {
 
   int signal_number = 0;
   sigwait(&shutdown_signals, &signal_number);
-  (*server)->Drain(command_line->config.drain_grace);
+  // The grace is a hard bound: whatever happens in the drain, the process
+  // is gone kDrainExitMargin after it.
+  const std::chrono::milliseconds grace = command_line->config.drain_grace;
+  std::thread([grace] {
+    std::this_thread::sleep_for(grace + ferry::kDrainExitMargin);
+    std::cerr << "{\"event\":\"drain_timeout\",\"grace_ms\":"
+              << grace.count() << "}" << std::endl;
+    std::_Exit(0);
+  }).detach();
+  if (!(*server)->Drain(grace)) {
+    // Work that did not stop still holds a worker; waiting for it would
+    // outlast the grace.
+    std::_Exit(0);
+  }
   server->reset();
   return 0;
 }

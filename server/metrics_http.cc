@@ -8,6 +8,14 @@
 #include "absl/strings/str_cat.h"
 
 namespace ferry {
+namespace {
+
+// Connections served at once, and how long an open connection may wait for
+// a request (or the rest of one) before it is closed.
+constexpr size_t kMetricsHttpThreads = 64;
+constexpr std::chrono::seconds kMetricsHttpIdleTimeout{1};
+
+}  // namespace
 
 bool SplitHostPort(absl::string_view host_port, std::string* host, int* port) {
   size_t colon = host_port.rfind(':');
@@ -42,6 +50,18 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
         absl::StrCat("--metrics-listen: '", host_port, "' is not HOST:PORT"));
   }
   std::unique_ptr<MetricsHttpServer> metrics(new MetricsHttpServer());
+  // cpp-httplib gives each connection a pool thread for as long as it is
+  // open, idle ones included (by default 8 threads, 5 s to wait for a
+  // request): a few idle connections would hold every scrape for seconds.
+  // More threads and short waits keep a scrape prompt while up to
+  // kMetricsHttpThreads connections idle, and bounded (about
+  // kMetricsHttpIdleTimeout per kMetricsHttpThreads idlers) beyond.
+  metrics->server_->new_task_queue = [] {
+    return new httplib::ThreadPool(kMetricsHttpThreads);
+  };
+  metrics->server_->set_keep_alive_timeout(kMetricsHttpIdleTimeout.count());
+  metrics->server_->set_read_timeout(kMetricsHttpIdleTimeout);
+  metrics->server_->set_write_timeout(std::chrono::seconds(5));
   metrics->server_->Get(
       "/metrics", [render](const httplib::Request&, httplib::Response& res) {
         res.set_content(render(), "text/plain; version=0.0.4; charset=utf-8");

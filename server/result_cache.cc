@@ -8,8 +8,21 @@ namespace ferry {
 // entries still count against the capacity.
 constexpr int64_t kEntryOverheadBytes = 128;
 
-ResultCache::ResultCache(int64_t capacity_bytes)
-    : capacity_bytes_(capacity_bytes) {}
+ResultCache::ResultCache(int64_t capacity_bytes, MemoryBudget* budget)
+    : capacity_bytes_(capacity_bytes), budget_(budget) {}
+
+ResultCache::~ResultCache() {
+  if (budget_ != nullptr) budget_->Release(bytes_);
+}
+
+void ResultCache::EvictOldest() {
+  Entry& oldest = lru_.back();
+  bytes_ -= oldest.bytes;
+  if (budget_ != nullptr) budget_->Release(oldest.bytes);
+  index_.erase(oldest.key);
+  lru_.pop_back();
+  ++evictions_;
+}
 
 ResultCache::Value ResultCache::Lookup(const std::string& key) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -26,19 +39,30 @@ void ResultCache::Insert(const std::string& key, Value value, int64_t bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (auto found = index_.find(key); found != index_.end()) {
     bytes_ -= found->second->bytes;
+    if (budget_ != nullptr) budget_->Release(found->second->bytes);
     lru_.erase(found->second);
     index_.erase(found);
   }
-  while (bytes_ + charged > capacity_bytes_ && !lru_.empty()) {
-    Entry& oldest = lru_.back();
-    bytes_ -= oldest.bytes;
-    index_.erase(oldest.key);
-    lru_.pop_back();
-    ++evictions_;
+  while (bytes_ + charged > capacity_bytes_ && !lru_.empty()) EvictOldest();
+  if (budget_ != nullptr) {
+    while (!budget_->TryCharge(charged)) {
+      if (lru_.empty()) return;  // running requests hold the budget
+      EvictOldest();
+    }
   }
   lru_.push_front(Entry{key, std::move(value), charged});
   index_.emplace(key, lru_.begin());
   bytes_ += charged;
+}
+
+int64_t ResultCache::Shed(int64_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  int64_t freed = 0;
+  while (freed < bytes && !lru_.empty()) {
+    freed += lru_.back().bytes;
+    EvictOldest();
+  }
+  return freed;
 }
 
 int64_t ResultCache::bytes() const {

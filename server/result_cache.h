@@ -1,5 +1,11 @@
-// The result cache: responses keyed by request digest, bounded in bytes,
-// least recently used evicted first. Thread-safe.
+// The result cache: responses keyed by request digest, bounded in bytes of
+// memory the entries take (the caller charges SpaceUsedLong, not the
+// serialized size, which is ~12x smaller), least recently used evicted
+// first. Thread-safe.
+//
+// With a MemoryBudget, every entry is also charged to it: an entry that the
+// budget cannot take (even after evicting older entries) is not stored, and
+// Shed() gives memory back to running requests.
 //
 // Only responses that are a pure function of the key belong here: the
 // service stores successful lowerings, never errors, cancellations or
@@ -15,6 +21,7 @@
 #include <unordered_map>
 
 #include "ferry/v1/compiler.pb.h"
+#include "server/memory_budget.h"
 
 namespace ferry {
 
@@ -22,14 +29,19 @@ class ResultCache {
  public:
   using Value = std::shared_ptr<const v1::LowerResponse>;
 
-  // capacity_bytes == 0 disables the cache (nothing is stored).
-  explicit ResultCache(int64_t capacity_bytes);
+  // capacity_bytes == 0 disables the cache (nothing is stored). `budget`
+  // (may be null) must outlive the cache.
+  explicit ResultCache(int64_t capacity_bytes, MemoryBudget* budget = nullptr);
+  ~ResultCache();
 
   // The entry for `key` (and marks it most recently used), or null.
   Value Lookup(const std::string& key);
   // Stores `value`, charged `bytes`, evicting least recently used entries
   // until it fits. A value larger than the capacity is not stored.
   void Insert(const std::string& key, Value value, int64_t bytes);
+  // Evicts least recently used entries until at least `bytes` are freed or
+  // the cache is empty; returns the bytes freed.
+  int64_t Shed(int64_t bytes);
 
   int64_t capacity_bytes() const { return capacity_bytes_; }
   int64_t bytes() const;
@@ -43,7 +55,11 @@ class ResultCache {
     int64_t bytes = 0;
   };
 
+  // Drops the least recently used entry (mutex_ held).
+  void EvictOldest();
+
   const int64_t capacity_bytes_;
+  MemoryBudget* const budget_;
   mutable std::mutex mutex_;
   std::list<Entry> lru_;  // front: most recently used
   std::unordered_map<std::string, std::list<Entry>::iterator> index_;

@@ -14,7 +14,7 @@ class RichStatus {
   RichStatus(grpc::StatusCode code, std::string message,
              absl::string_view reason) {
     status_.set_code(code);
-    status_.set_message(std::move(message));
+    status_.set_message(TruncateUtf8(message, kMaxStatusMessageBytes));
     google::rpc::ErrorInfo info;
     info.set_domain(kErrorDomain);
     info.set_reason(std::string(reason));
@@ -25,13 +25,30 @@ class RichStatus {
     return *this;
   }
   grpc::Status Build() const {
-    return grpc::Status(static_cast<grpc::StatusCode>(status_.code()),
-                        status_.message(), status_.SerializeAsString());
+    google::rpc::Status status = status_;
+    // The last resort of the bound: the ErrorInfo (always first) alone.
+    if (status.ByteSizeLong() > kMaxStatusDetailsBytes) {
+      status.mutable_details()->DeleteSubrange(1, status.details_size() - 1);
+    }
+    return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
+                        status.message(), status.SerializeAsString());
   }
 
  private:
   google::rpc::Status status_;
 };
+
+std::string Text(absl::string_view text) {
+  return TruncateUtf8(text, kMaxDetailTextBytes);
+}
+
+google::rpc::RetryInfo RetryAfter(std::chrono::milliseconds delay) {
+  google::rpc::RetryInfo retry;
+  retry.mutable_retry_delay()->set_seconds(delay.count() / 1000);
+  retry.mutable_retry_delay()->set_nanos(
+      static_cast<int32_t>((delay.count() % 1000) * 1'000'000));
+  return retry;
+}
 
 // "FERRY-E0123" -> 123; -1 when not an error code.
 int ErrorCodeNumber(absl::string_view code) {
@@ -56,6 +73,18 @@ std::string FieldPath(const Diagnostic& diagnostic) {
 
 }  // namespace
 
+std::string TruncateUtf8(absl::string_view text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return std::string(text);
+  constexpr absl::string_view kEllipsis = "...";
+  if (max_bytes < kEllipsis.size()) return std::string(kEllipsis.substr(0, max_bytes));
+  size_t end = max_bytes - kEllipsis.size();
+  // Back up to the start of a character: never split a UTF-8 sequence.
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) {
+    --end;
+  }
+  return absl::StrCat(text.substr(0, end), kEllipsis);
+}
+
 bool IsMalformedRequestDiagnostic(const Diagnostic& diagnostic) {
   if (diagnostic.severity != Severity::kError) return false;
   int number = ErrorCodeNumber(diagnostic.code);
@@ -65,21 +94,22 @@ bool IsMalformedRequestDiagnostic(const Diagnostic& diagnostic) {
 grpc::Status MalformedProgramError(const Diagnostics& diagnostics) {
   google::rpc::BadRequest bad_request;
   std::string first;
+  int count = 0;
   for (const Diagnostic& diagnostic : diagnostics.items()) {
     if (!IsMalformedRequestDiagnostic(diagnostic)) continue;
+    if (++count > kMaxFieldViolations) continue;
     google::rpc::BadRequest::FieldViolation* violation =
         bad_request.add_field_violations();
-    violation->set_field(FieldPath(diagnostic));
+    violation->set_field(Text(FieldPath(diagnostic)));
     violation->set_reason(diagnostic.code);
     std::string description =
         absl::StrCat(diagnostic.code, ": ", diagnostic.message);
     if (!diagnostic.hint.empty()) {
       absl::StrAppend(&description, " (hint: ", diagnostic.hint, ")");
     }
-    if (first.empty()) first = description;
-    violation->set_description(std::move(description));
+    if (first.empty()) first = Text(description);
+    violation->set_description(Text(description));
   }
-  int count = bad_request.field_violations_size();
   std::string message = count == 1
                             ? absl::StrCat("malformed program: ", first)
                             : absl::StrCat("malformed program: ", count,
@@ -96,8 +126,8 @@ grpc::Status InvalidFieldError(absl::string_view field,
   google::rpc::BadRequest bad_request;
   google::rpc::BadRequest::FieldViolation* violation =
       bad_request.add_field_violations();
-  violation->set_field(std::string(field));
-  violation->set_description(std::string(description));
+  violation->set_field(Text(field));
+  violation->set_description(Text(description));
   violation->set_reason(std::string(reason));
   return RichStatus(grpc::StatusCode::INVALID_ARGUMENT,
                     absl::StrCat(field, ": ", description), reason)
@@ -109,23 +139,66 @@ grpc::Status OverLimitError(absl::string_view subject, int64_t value,
                             int64_t limit, absl::string_view reason) {
   google::rpc::QuotaFailure quota;
   google::rpc::QuotaFailure::Violation* violation = quota.add_violations();
-  violation->set_subject(std::string(subject));
+  violation->set_subject(Text(subject));
   std::string description =
       absl::StrCat(subject, " is ", value, ", over the limit of ", limit,
                    " (see GetCapabilities.limits)");
-  violation->set_description(description);
+  violation->set_description(Text(description));
   return RichStatus(grpc::StatusCode::RESOURCE_EXHAUSTED,
                     absl::StrCat("request too large: ", description), reason)
       .Add(quota)
       .Build();
 }
 
+grpc::Status ResourceLimitRpcError(const ResourceViolation& violation) {
+  google::rpc::QuotaFailure quota;
+  google::rpc::QuotaFailure::Violation* detail = quota.add_violations();
+  detail->set_subject(Text(violation.subject));
+  detail->set_description(Text(absl::StrCat(
+      violation.Description(), " (see GetCapabilities.limits)")));
+  absl::string_view reason = violation.limit == "max_verify_bytes"
+                                 ? "VERIFY_TOO_LARGE"
+                             : violation.limit == "max_expansion"
+                                 ? "EXPANSION_TOO_LARGE"
+                                 : "TENSOR_TOO_LARGE";
+  return RichStatus(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                    absl::StrCat("over a resource limit: ",
+                                 violation.Description()),
+                    reason)
+      .Add(quota)
+      .Build();
+}
+
+grpc::Status MemoryBudgetError(int64_t needed, int64_t used, int64_t limit,
+                               std::chrono::milliseconds retry_after) {
+  google::rpc::QuotaFailure quota;
+  google::rpc::QuotaFailure::Violation* violation = quota.add_violations();
+  violation->set_subject("memory");
+  std::string description = absl::StrCat(
+      "the call needs an estimated ", needed, " bytes; ", used, " of the ",
+      limit, "-byte memory budget are in use");
+  violation->set_description(description);
+  return RichStatus(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                    absl::StrCat("server memory budget full: ", description,
+                                 "; retry after ", retry_after.count(), "ms"),
+                    "MEMORY_BUDGET")
+      .Add(quota)
+      .Add(RetryAfter(retry_after))
+      .Build();
+}
+
+grpc::Status OutOfMemoryError(absl::string_view where,
+                              std::chrono::milliseconds retry_after) {
+  return RichStatus(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                    absl::StrCat("out of memory ", where),
+                    "OUT_OF_MEMORY")
+      .Add(RetryAfter(retry_after))
+      .Build();
+}
+
 grpc::Status QueueFullError(int queue_depth,
                             std::chrono::milliseconds retry_after) {
-  google::rpc::RetryInfo retry;
-  retry.mutable_retry_delay()->set_seconds(retry_after.count() / 1000);
-  retry.mutable_retry_delay()->set_nanos(
-      static_cast<int32_t>((retry_after.count() % 1000) * 1'000'000));
+  google::rpc::RetryInfo retry = RetryAfter(retry_after);
   return RichStatus(
              grpc::StatusCode::RESOURCE_EXHAUSTED,
              absl::StrCat("work queue full (", queue_depth,
@@ -141,8 +214,8 @@ grpc::Status DeviceUnavailableError(absl::string_view device,
   google::rpc::PreconditionFailure::Violation* violation =
       failure.add_violations();
   violation->set_type("DEVICE");
-  violation->set_subject(std::string(device));
-  violation->set_description(std::string(why));
+  violation->set_subject(Text(device));
+  violation->set_description(Text(why));
   return RichStatus(grpc::StatusCode::FAILED_PRECONDITION,
                     absl::StrCat("verification device ", device,
                                  " is not available: ", why),

@@ -4,6 +4,14 @@
 //
 // Every error also carries an ErrorInfo {domain "ferry.v1", reason} so that
 // clients can branch on a stable reason instead of parsing messages.
+//
+// Bounded: trailers must fit gRPC's 8 KiB metadata limit, or the caller sees
+// only "received initial metadata size exceeds limit". So the message is cut
+// to kMaxStatusMessageBytes, every string in a detail to kMaxDetailTextBytes
+// (whole UTF-8 characters, then "..."), a BadRequest lists at most
+// kMaxFieldViolations plus a count, and a google.rpc.Status still over
+// kMaxStatusDetailsBytes keeps only its ErrorInfo. Everything wrong *with a
+// program* goes in the response body instead (docs/service.md).
 #ifndef FERRY_SERVER_RPC_ERRORS_H_
 #define FERRY_SERVER_RPC_ERRORS_H_
 
@@ -15,10 +23,18 @@
 
 #include "absl/strings/string_view.h"
 #include "passes/diagnostics.h"
+#include "passes/resource_limits.h"
 
 namespace ferry {
 
 inline constexpr char kErrorDomain[] = "ferry.v1";
+inline constexpr size_t kMaxStatusMessageBytes = 512;
+inline constexpr size_t kMaxDetailTextBytes = 200;
+inline constexpr int kMaxFieldViolations = 5;
+inline constexpr size_t kMaxStatusDetailsBytes = 3072;
+
+// `text` cut to at most `max_bytes` (whole UTF-8 characters, "..." last).
+std::string TruncateUtf8(absl::string_view text, size_t max_bytes);
 
 // True for an error diagnostic that makes the request unusable: import,
 // structure, spec, schema/shape, lowered-module and option errors (codes
@@ -26,9 +42,12 @@ inline constexpr char kErrorDomain[] = "ferry.v1";
 // compile failures: an OK response with ok=false.
 bool IsMalformedRequestDiagnostic(const Diagnostic& diagnostic);
 
-// INVALID_ARGUMENT + BadRequest with one field violation per malformed-
-// request error diagnostic (field "program.methods['m'].nodes['n']",
-// reason = the diagnostic code, description = "CODE: message").
+// INVALID_ARGUMENT + BadRequest with a field violation for each of the
+// first kMaxFieldViolations malformed-request error diagnostics (field
+// "program.methods['m'].nodes['n']", reason = the diagnostic code,
+// description = "CODE: message"), the message saying how many there are.
+// Lower and Verify do not use it: a malformed program is an OK response
+// carrying every diagnostic.
 grpc::Status MalformedProgramError(const Diagnostics& diagnostics);
 
 // INVALID_ARGUMENT + BadRequest for one field.
@@ -39,6 +58,22 @@ grpc::Status InvalidFieldError(absl::string_view field,
 // RESOURCE_EXHAUSTED + QuotaFailure: the request is over a limit.
 grpc::Status OverLimitError(absl::string_view subject, int64_t value,
                             int64_t limit, absl::string_view reason);
+
+// RESOURCE_EXHAUSTED + QuotaFailure{subject: the node or constant}: the
+// program is over a per-request resource limit (reason TENSOR_TOO_LARGE,
+// VERIFY_TOO_LARGE or EXPANSION_TOO_LARGE).
+grpc::Status ResourceLimitRpcError(const ResourceViolation& violation);
+
+// RESOURCE_EXHAUSTED + QuotaFailure{subject "memory"} + RetryInfo: the
+// process-wide memory budget cannot take `needed` bytes now
+// (MEMORY_BUDGET).
+grpc::Status MemoryBudgetError(int64_t needed, int64_t used, int64_t limit,
+                               std::chrono::milliseconds retry_after);
+
+// RESOURCE_EXHAUSTED + RetryInfo: an allocation failed while `where`
+// (OUT_OF_MEMORY).
+grpc::Status OutOfMemoryError(absl::string_view where,
+                              std::chrono::milliseconds retry_after);
 
 // RESOURCE_EXHAUSTED + RetryInfo: the work queue is full.
 grpc::Status QueueFullError(int queue_depth,

@@ -41,6 +41,21 @@ LowerResult ResultFromResponse(
   return result;
 }
 
+// Whether `diagnostics` hold an import or validation error (FERRY-E01xx to
+// E04xx): the in-process `ferry verify` stops at those before lowering and
+// prints only the diagnostics.
+bool HasImportOrValidationError(const Diagnostics& diagnostics) {
+  for (const Diagnostic& diagnostic : diagnostics.items()) {
+    if (diagnostic.severity != Severity::kError) continue;
+    const std::string& code = diagnostic.code;
+    if (code.size() > 8 && code.compare(0, 7, "FERRY-E") == 0 &&
+        code[7] == '0' && code[8] >= '1' && code[8] <= '4') {
+      return true;
+    }
+  }
+  return false;
+}
+
 VerifyReport ReportFromProto(const v1::VerificationReport& wire) {
   VerifyReport report;
   report.ok = wire.ok();
@@ -214,9 +229,14 @@ int RemoteVerify(const RemoteOptions& remote, const v1::LowerRequest& request,
     return ReportRpcError("verify", remote, file, response.status());
   }
   if (!response->lowered()) {
+    // A malformed program or one that failed to compile: its diagnostics
+    // are in the body, printed as the in-process tool prints them.
     LowerResult result =
         ResultFromResponse(false, response->diagnostics(), response->stats());
-    std::fputs(ReportText(result, file).c_str(), stderr);
+    std::fputs(HasImportOrValidationError(result.diagnostics)
+                   ? FormatDiagnosticsText(result.diagnostics, file).c_str()
+                   : ReportText(result, file).c_str(),
+               stderr);
     return kExitErrors;
   }
   VerifyReport verified = ReportFromProto(response->report());

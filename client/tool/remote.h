@@ -54,8 +54,10 @@ int RemoteVerify(const RemoteOptions& remote, const v1::LowerRequest& request,
                  uint64_t seed, const std::string& report);
 
 // Prints a refused call ("ferry CMD: SERVER: CODE: message" and one line per
-// detail) and returns the exit code for it: 1 for a malformed program
-// (INVALID_ARGUMENT) and transport failures, 3 for a missing device.
+// detail) and returns the exit code for it: 1 for a refused request (over a
+// limit, an input that does not fit, ...) and transport failures, 3 for a
+// missing device. A malformed program is not a refused call: its
+// diagnostics come back in the response and are printed as in-process.
 int ReportRpcError(const std::string& command, const RemoteOptions& remote,
                    const std::string& file, const absl::Status& status);
 

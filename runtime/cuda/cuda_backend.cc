@@ -18,6 +18,11 @@
 //    convolution, pooling, ...), views of more than kMaxDims dims, and calls
 //    whose output overlaps an input: the host kernel, on host copies of the
 //    operands (correct, not fast).
+//
+// Cancellation (cancel.h): waits for the stream (copies, Synchronize) poll
+// the calling thread's CancelToken instead of blocking, and a call is not
+// launched once it has said stop; work already queued finishes on its own
+// (the executor checks between nodes, so that is at most a few kernels).
 #include "runtime/cuda/cuda_backend.h"
 
 #include <cublas_v2.h>
@@ -29,10 +34,12 @@
 #include <cstring>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/absl_compat.h"
+#include "runtime/cancel.h"
 #include "runtime/cuda/cuda_kernels.h"
 #include "runtime/host_kernels.h"
 #include "runtime/host_kernels_internal.h"
@@ -284,9 +291,7 @@ class CudaDeviceMemory final : public DeviceMemory {
 
   absl::Status Synchronize() override {
     cudaSetDevice(index_);
-    if (cudaError_t e = cudaStreamSynchronize(stream_); e != cudaSuccess)
-      return CudaError(index_, "cudaStreamSynchronize", e);
-    return absl::OkStatus();
+    return WaitForStream("cudaStreamSynchronize");
   }
 
  protected:
@@ -326,12 +331,33 @@ class CudaDeviceMemory final : public DeviceMemory {
                     cudaMemcpyKind kind, absl::string_view what) {
     if (bytes <= 0) return absl::OkStatus();
     cudaSetDevice(index_);
+    if (absl::Status stop = CheckStop(absl::StrCat("cuda:", index_, ": "));
+        !stop.ok())
+      return stop;
     if (cudaError_t e = cudaMemcpyAsync(dst, src, bytes, kind, stream_);
         e != cudaSuccess)
       return CudaError(index_, what, e);
-    if (cudaError_t e = cudaStreamSynchronize(stream_); e != cudaSuccess)
-      return CudaError(index_, what, e);
-    return absl::OkStatus();
+    return WaitForStream(what);
+  }
+
+  // Waits until the stream is idle. Without a CancelToken it blocks; with
+  // one it polls, and returns the token's stop (CANCELLED) as soon as it
+  // says stop, leaving the queued work to finish on its own.
+  absl::Status WaitForStream(absl::string_view what) {
+    if (CurrentCancelToken() == nullptr) {
+      if (cudaError_t e = cudaStreamSynchronize(stream_); e != cudaSuccess)
+        return CudaError(index_, what, e);
+      return absl::OkStatus();
+    }
+    while (true) {
+      cudaError_t e = cudaStreamQuery(stream_);
+      if (e == cudaSuccess) return absl::OkStatus();
+      if (e != cudaErrorNotReady) return CudaError(index_, what, e);
+      if (absl::Status stop = CheckStop(absl::StrCat("cuda:", index_, ": "));
+          !stop.ok())
+        return stop;
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
   }
 
   absl::Status Check(cudaError_t e, const KernelCall& call) {
@@ -429,6 +455,7 @@ absl::Status CudaDeviceMemory::RunOnHost(const KernelCall& call,
 }
 
 absl::Status CudaDeviceMemory::RunKernel(const KernelCall& call) {
+  if (StopRequested()) return CheckStop(absl::StrCat("cuda:", index_, ": "));
   cudaSetDevice(index_);
   std::string_view op = call.op;
   if (op.ends_with(".default")) op.remove_suffix(8);

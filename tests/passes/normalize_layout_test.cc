@@ -5,6 +5,7 @@
 
 #include "gtest/gtest.h"
 #include "passes/diagnostic_codes.h"
+#include "passes/resource_limits.h"
 #include "tests/passes/test_programs.h"
 
 namespace ferry {
@@ -66,6 +67,55 @@ TEST(NormalizeLayout, ChannelsLastAndContiguousAreUntouched) {
   ASSERT_TRUE(NormalizeLayout(p, LowerOptions{}, d).ok());
   EXPECT_TRUE(d.empty());
   EXPECT_EQ(p.constants[0].spec.strides, (std::vector<int64_t>{24, 1, 8, 2}));
+}
+
+// A 4-byte parameter declared f32[n,n] with strides [0,0] (a broadcast).
+Program BroadcastParameter(int64_t n) {
+  std::string spec = "dtype: F32 sizes: " + std::to_string(n) + " sizes: " +
+                     std::to_string(n) + " strides: 0 strides: 0";
+  Program p = ParseProgram(
+      MethodText("f",
+                 "nodes { name: \"w\" input { kind: PARAMETER target: \"w\" } "
+                 "tensor { " + spec + " } }\n" + Output({"w"})) +
+      "constants { name: \"w\" spec { " + spec + " } }");
+  p.constants[0].data = Floats({1});
+  return p;
+}
+
+TEST(NormalizeLayout, ContiguousCopyOverMaxTensorBytesIsRefusedBeforeItIsMade) {
+  // 40 GB once contiguous: std::bad_alloc used to escape from here.
+  Program p = BroadcastParameter(100000);
+  Diagnostics d;
+  absl::StatusOr<PassStats> stats = NormalizeLayout(p, LowerOptions{}, d);
+  ASSERT_EQ(stats.status().code(), absl::StatusCode::kResourceExhausted)
+      << stats.status();
+  std::optional<ResourceViolation> violation =
+      GetResourceViolation(stats.status());
+  ASSERT_TRUE(violation.has_value());
+  EXPECT_EQ(violation->limit, "max_tensor_bytes");
+  EXPECT_EQ(violation->subject, "program.constants['w']");
+  EXPECT_EQ(violation->bytes, int64_t{40'000'000'000});
+  EXPECT_EQ(p.constants[0].data->size(), 4u);  // nothing was copied
+}
+
+TEST(NormalizeLayout, ContiguousCopiesAreBoundedByMaxExpansion) {
+  // 256 MB from a request of a few dozen bytes.
+  Program p = BroadcastParameter(8000);
+  LowerOptions options;
+  options.request_bytes = 81;
+  Diagnostics d;
+  absl::StatusOr<PassStats> stats = NormalizeLayout(p, options, d);
+  std::optional<ResourceViolation> violation =
+      GetResourceViolation(stats.status());
+  ASSERT_TRUE(violation.has_value()) << stats.status();
+  EXPECT_EQ(violation->limit, "max_expansion");
+  EXPECT_EQ(violation->allowed, 16 * kExpansionFloorBytes);
+  EXPECT_EQ(p.constants[0].data->size(), 4u);
+
+  // A small broadcast is within the allowance: it is made contiguous.
+  Program small = BroadcastParameter(64);
+  ASSERT_TRUE(NormalizeLayout(small, options, d).ok());
+  EXPECT_EQ(small.constants[0].data->size(), 64u * 64u * 4u);
 }
 
 }  // namespace

@@ -145,5 +145,65 @@ TEST(PlanMemory, WithoutDevicePlanningEverythingIsInOneHostArena) {
   EXPECT_EQ(m.nodes[Find(m, "t")].tensor.device, Device::Cuda(0));
 }
 
+// A mutable buffer is state that must survive from one call to the next: no
+// other value of the method may ever be planned over its bytes (checked
+// here against the placements alone, whatever the lifetimes), whether or
+// not graph inputs are allocated.
+void ExpectBufferBytesAreItsOwn(const Method& m, const std::string& buffer) {
+  StorageRoots roots(m);
+  const int32_t b = Find(m, buffer);
+  ASSERT_GE(b, 0);
+  const MemoryPlacement& own = m.nodes[b].tensor.memory;
+  ASSERT_TRUE(own.planned) << buffer << " is not planned";
+  ASSERT_GT(own.size, 0);
+  int others = 0;
+  for (int32_t i = 0; i < static_cast<int32_t>(m.nodes.size()); ++i) {
+    const Node& n = m.nodes[i];
+    auto check = [&](ValueId v, const TensorSpec& s) {
+      if (roots.RootOf(v) == ValueId{b, -1} || !s.memory.planned ||
+          s.memory.arena != own.arena || s.memory.size == 0)
+        return;
+      ++others;
+      EXPECT_TRUE(s.memory.offset + s.memory.size <= own.offset ||
+                  own.offset + own.size <= s.memory.offset)
+          << m.ValueName(v) << " at [" << s.memory.offset << ", "
+          << s.memory.offset + s.memory.size << ") overlaps " << buffer
+          << " at [" << own.offset << ", " << own.offset + own.size << ")";
+    };
+    if (n.result == ResultKind::kTensor) check(ValueId{i, -1}, n.tensor);
+    for (int32_t e = 0; e < static_cast<int32_t>(n.tuple.size()); ++e)
+      check(ValueId{i, e}, n.tuple[e]);
+  }
+  EXPECT_GT(others, 2);  // there was something to keep out
+}
+
+TEST(PlanMemory, MutableBuffersAreNeverPlannedOver) {
+  // buf is read and updated in place early; the chain after it would reuse
+  // its bytes if its lifetime ended at its last reader.
+  const std::string program =
+      "constants { name: \"buf\" spec { dtype: F32 sizes: [4, 4] } }\n" +
+      MethodText("f", Input("x") +
+                          "nodes { name: \"buf\" input { kind: MUTABLE_BUFFER "
+                          "target: \"buf\" } " +
+                          Spec() + " }\n" +
+                          Call("s", "aten::add.Tensor", {"buf", "x"}) +
+                          Call("u", "aten::add_.Tensor", {"buf", "s"}) +
+                          Call("a", "aten::sin", {"s"}) +
+                          Call("b", "aten::cos", {"a"}) +
+                          Call("c", "aten::exp", {"b"}) +
+                          Call("d", "aten::neg", {"c"}) + Output({"d"}));
+  for (const std::string options :
+       {"", "alloc_graph_input: false alloc_graph_output: false"}) {
+    SCOPED_TRACE(options);
+    Program p = LowerText(program, options);
+    const Method& m = p.methods[0];
+    ExpectBufferBytesAreItsOwn(m, "buf");
+    // The in-place update writes the buffer's own bytes.
+    EXPECT_EQ(m.nodes[Find(m, "u")].tensor.memory,
+              m.nodes[Find(m, "buf")].tensor.memory);
+    ExpectNoOverlap(m);
+  }
+}
+
 }  // namespace
 }  // namespace ferry

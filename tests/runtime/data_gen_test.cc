@@ -5,7 +5,9 @@
 #include <set>
 
 #include "gtest/gtest.h"
+#include "passes/resource_limits.h"
 #include "runtime/element.h"
+#include "runtime/verify.h"
 #include "tests/runtime/test_util.h"
 
 namespace ferry::testing {
@@ -72,6 +74,58 @@ TEST(DataGenTest, UserInputSeedsDiffer) {
   EXPECT_NE(UserInputSeed(0, "forward", 0), UserInputSeed(0, "backward", 0));
   EXPECT_NE(UserInputSeed(0, "forward", 0), UserInputSeed(1, "forward", 0));
   EXPECT_EQ(UserInputSeed(3, "forward", 2), UserInputSeed(3, "forward", 2));
+}
+
+// Generated inputs are counted before they are generated: the first of
+// these took 17 s and then aborted on std::bad_alloc, the second zero-filled
+// 16 GiB, the third was attempted.
+TEST(DataGenTest, GeneratedInputsOverTheLimitsAreRefusedBeforeAllocation) {
+  for (const char* spec : {"dtype: F32 sizes: 20000 sizes: 20000",
+                           "dtype: F32 sizes: 4 storage_offset: 4294967296",
+                           "dtype: F32 sizes: 100000 sizes: 100000"}) {
+    Program program = ParseProgram(
+        std::string("methods { name: \"forward\" nodes { name: \"x\" input { "
+                    "kind: USER_INPUT } tensor { ") +
+        spec +
+        " } } nodes { name: \"output\" output { values { value: \"x\" } } } "
+        "}");
+    VerifyOptions options;
+    options.device = VerifyDevice::kSim;
+    absl::StatusOr<VerifyReport> report =
+        VerifyPrograms(program, program, options);
+    ASSERT_EQ(report.status().code(), absl::StatusCode::kResourceExhausted)
+        << spec;
+    std::optional<ResourceViolation> violation =
+        GetResourceViolation(report.status());
+    ASSERT_TRUE(violation.has_value()) << spec;
+    EXPECT_EQ(violation->limit, "max_tensor_bytes");
+    EXPECT_EQ(violation->subject, "program.methods['forward'].nodes['x']");
+  }
+}
+
+TEST(DataGenTest, EverythingVerificationAllocatesIsCountedTogether) {
+  Program program = ParseProgram(
+      "methods { name: \"forward\" nodes { name: \"x\" input { kind: "
+      "USER_INPUT } tensor { dtype: F32 sizes: 256 sizes: 256 } } nodes { "
+      "name: \"output\" output { values { value: \"x\" } } } }");
+  // 256 KiB generated, stored by each run, returned by each run: 5 copies.
+  absl::StatusOr<int64_t> bytes =
+      VerifyBytes(program, program, 0, ResourceLimits{});
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  EXPECT_EQ(*bytes, 5 * 256 * 256 * 4);
+  VerifyOptions options;
+  options.device = VerifyDevice::kSim;
+  options.limits.max_verify_bytes = *bytes - 1;
+  absl::StatusOr<VerifyReport> report =
+      VerifyPrograms(program, program, options);
+  std::optional<ResourceViolation> violation =
+      GetResourceViolation(report.status());
+  ASSERT_TRUE(violation.has_value()) << report.status();
+  EXPECT_EQ(violation->limit, "max_verify_bytes");
+  options.limits.max_verify_bytes = *bytes;
+  report = VerifyPrograms(program, program, options);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_TRUE(report->ok);
 }
 
 }  // namespace

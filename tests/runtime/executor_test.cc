@@ -446,8 +446,11 @@ TEST(ExecutorTest, ConstantDataIsReadWithItsLayout) {
   EXPECT_EQ(Values((*out)[0]), (std::vector<double>{1, 2, 3, 4, 5, 6}));
 }
 
+// Validation refuses such a plan (FERRY-E0208); the runtime, which can be
+// handed programs directly, refuses it too.
 TEST(ExecutorTest, PlannedValueOutsideItsArenaIsAnErrorNamingTheNode) {
-  Program program = ParseProgram(R"pb(
+  Diagnostics validation;
+  Program program = ParseProgramUnvalidated(R"pb(
     methods {
       name: "forward"
       nodes {
@@ -480,7 +483,12 @@ TEST(ExecutorTest, PlannedValueOutsideItsArenaIsAnErrorNamingTheNode) {
         size: 24
       }
     }
-  )pb");
+  )pb",
+                                            &validation);
+  ASSERT_EQ(validation.items().size(), 1u)
+      << FormatDiagnosticsText(validation, "test");
+  EXPECT_EQ(validation.items()[0].code, "FERRY-E0208");
+  EXPECT_EQ(validation.items()[0].nodes, std::vector<std::string>{"y"});
   absl::StatusOr<std::unique_ptr<Executor>> executor =
       Executor::Load(program, ExecutionMode::kSim);
   ASSERT_FALSE(executor.ok());
@@ -660,6 +668,137 @@ TEST(ExecutorTest, GeneratedUserInputsDependOnSeedMethodAndPosition) {
   EXPECT_EQ(s0[0].data, s0_again[0].data);
   EXPECT_NE(s0[0].data, s0[1].data);
   EXPECT_NE(s0[0].data, s1[0].data);
+}
+
+// Modules m0 .. m<depth-1>, each calling the next from `calls` (1 or 2)
+// delegates (summed), the last computing relu; `cycle`: the last calls m0 instead.
+// The method calls m0 once. Every value is f32[4] on the host.
+std::string NestedModules(int depth, int calls = 1, bool cycle = false) {
+  auto input = [](const std::string& name) {
+    return absl::StrCat("nodes { name: '", name,
+                        "' input { kind: USER_INPUT } tensor { dtype: F32 "
+                        "sizes: [4] } } ");
+  };
+  auto delegate = [](const std::string& name, const std::string& module) {
+    return absl::StrCat("nodes { name: '", name, "' delegate { module: '",
+                        module,
+                        "' args { value: 'a' } } tensor { dtype: F32 sizes: "
+                        "[4] } } ");
+  };
+  std::string text;
+  for (int k = 0; k < depth; ++k) {
+    const bool last = k == depth - 1;
+    const std::string callee =
+        last ? (cycle ? "m0" : "") : absl::StrCat("m", k + 1);
+    std::string body = input("a");
+    if (callee.empty()) {
+      body += "nodes { name: 'r' call { op: 'aten::relu' args { value: 'a' } "
+              "} tensor { dtype: F32 sizes: [4] } } ";
+    } else {
+      body += delegate("r", callee);
+      for (int c = 1; c < calls; ++c) {
+        const std::string name = absl::StrCat("r", c);
+        body += delegate(name, callee);
+        body += absl::StrCat(
+            "nodes { name: 's", c,
+            "' call { op: 'aten::add.Tensor' args { value: 'r' } args { "
+            "value: '",
+            name, "' } } tensor { dtype: F32 sizes: [4] } } ");
+      }
+    }
+    const std::string result = calls > 1 && !callee.empty()
+                                   ? absl::StrCat("s", calls - 1)
+                                   : std::string("r");
+    body += absl::StrCat("nodes { name: 'out' output { values { value: '",
+                         result, "' } } } ");
+    absl::StrAppend(&text, "modules { id: 'm", k,
+                    "' backend: 'FerryHostBackend' graph { name: 'm", k,
+                    "' ", body,
+                    "} input_layouts { dtype: F32 sizes: [4] } "
+                    "returns_tuple: false } ");
+  }
+  absl::StrAppend(&text, "methods { name: 'forward' ",
+                  absl::StrReplaceAll(input("x"), {{"'a'", "'x'"}}),
+                  "nodes { name: 'y' delegate { module: 'm0' args { value: "
+                  "'x' } } tensor { dtype: F32 sizes: [4] } } "
+                  "nodes { name: 'out' output { values { value: 'y' } } } }");
+  return text;
+}
+
+bool HasCode(const Diagnostics& diagnostics, std::string_view code) {
+  for (const Diagnostic& d : diagnostics.items())
+    if (d.code == code) return true;
+  return false;
+}
+
+// A lowered module calling itself, two calling each other, and a chain of
+// 8,000 nested modules: validation refuses them (FERRY-E0406/E0407), and the
+// runtime, handed them directly, answers with a status instead of
+// recursing until the stack overflows.
+TEST(ExecutorTest, RecursiveAndDeeplyNestedModulesAreRefusedWithAStatus) {
+  struct Case {
+    std::string name, text, code, message;
+  };
+  const std::vector<Case> cases = {
+      {"self", NestedModules(1, 1, /*cycle=*/true), "FERRY-E0406",
+       "module 'm0' calls itself (delegate 'r')"},
+      {"two-cycle", NestedModules(2, 1, /*cycle=*/true), "FERRY-E0406",
+       "lowered modules call each other in a cycle: 'm0' -> 'm1' -> 'm0'"},
+      {"8000 deep", NestedModules(8000), "FERRY-E0407",
+       "module 'm0' starts a chain of 8000 nested lowered modules"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    Diagnostics validation;
+    Program program = ParseProgramUnvalidated(c.text, &validation);
+    EXPECT_TRUE(HasCode(validation, c.code))
+        << FormatDiagnosticsText(validation, "test");
+    for (ExecutionMode mode : {ExecutionMode::kEager, ExecutionMode::kSim}) {
+      absl::StatusOr<std::vector<HostTensor>> out =
+          RunOnce(program, mode, {Dense(DType::kF32, {4}, {-1, 2, -3, 4})});
+      ASSERT_FALSE(out.ok());
+      EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_NE(out.status().message().find(c.message), std::string::npos)
+          << out.status();
+    }
+  }
+}
+
+// Nesting up to the bound runs (and validates); one level more does not.
+TEST(ExecutorTest, ModulesNestUpToTheBound) {
+  Diagnostics validation;
+  Program program = ParseProgramUnvalidated(NestedModules(64), &validation);
+  EXPECT_FALSE(validation.HasErrors())
+      << FormatDiagnosticsText(validation, "test");
+  absl::StatusOr<std::vector<HostTensor>> out =
+      RunOnce(program, ExecutionMode::kSim,
+              {Dense(DType::kF32, {4}, {-1, 2, -3, 4})});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(Values((*out)[0]), (std::vector<double>{0, 2, 0, 4}));
+
+  Program deeper = ParseProgramUnvalidated(NestedModules(65), &validation);
+  EXPECT_TRUE(HasCode(validation, "FERRY-E0407"));
+  EXPECT_FALSE(RunOnce(deeper, ExecutionMode::kSim,
+                       {Dense(DType::kF32, {4}, {-1, 2, -3, 4})})
+                   .ok());
+}
+
+// Two calls per level double the instantiated graphs at every level: 40
+// levels would be 2^40 module instances. Validation refuses the expansion
+// (FERRY-E0408) and the runtime stops at its node bound with a status.
+TEST(ExecutorTest, ExponentialModuleExpansionIsRefusedWithAStatus) {
+  Diagnostics validation;
+  Program program =
+      ParseProgramUnvalidated(NestedModules(40, /*calls=*/2), &validation);
+  EXPECT_TRUE(HasCode(validation, "FERRY-E0408"))
+      << FormatDiagnosticsText(validation, "test");
+  EXPECT_FALSE(HasCode(validation, "FERRY-E0407"));
+  absl::StatusOr<std::vector<HostTensor>> out = RunOnce(
+      program, ExecutionMode::kEager, {Dense(DType::kF32, {4}, {1, 2, 3, 4})});
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find("instantiates more than 2000000 nodes"),
+            std::string::npos)
+      << out.status();
 }
 
 }  // namespace

@@ -158,6 +158,23 @@ Program ParseProgram(std::string_view text) {
   return program;
 }
 
+Program ParseProgramUnvalidated(std::string_view text,
+                                Diagnostics* validation) {
+  v1::LowerRequest request;
+  bool bare = false;
+  absl::Status status =
+      ParseRequest(text, FileFormat::kText, "test program", &request, &bare);
+  EXPECT_TRUE(status.ok()) << status;
+  Diagnostics diagnostics;
+  Program program = ImportProgram(request.program(), diagnostics);
+  EXPECT_FALSE(diagnostics.HasErrors())
+      << FormatDiagnosticsText(diagnostics, "test program");
+  Diagnostics validated;
+  ValidateProgram(program, validated);
+  if (validation != nullptr) *validation = std::move(validated);
+  return program;
+}
+
 Program LoadProgramFile(std::string_view name) {
   std::ifstream in(std::string(FERRY_RUNTIME_TEST_PROGRAMS) + "/" +
                    std::string(name));

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "passes/diagnostics.h"
 #include "passes/ir.h"
 #include "runtime/executor.h"
 #include "runtime/tensor_view.h"
@@ -54,6 +55,11 @@ absl::Status RunKernel(std::string_view op, const std::vector<KernelArg>& args,
 // Reads a text-format Program (or LowerRequest) and imports it; fails the
 // current test on errors.
 Program ParseProgram(std::string_view text);
+// Imports without validating, and returns validation's diagnostics in
+// `validation`: for handing the runtime a program validation refuses, to
+// test its own checks.
+Program ParseProgramUnvalidated(std::string_view text,
+                                Diagnostics* validation = nullptr);
 Program LoadProgramFile(std::string_view name);  // from tests/runtime/programs
 
 // Every float dtype, and every dtype.

@@ -5,9 +5,17 @@
 #include "runtime/verify.h"
 
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <string>
 
+#include "ferry/v1/program.pb.h"
+#include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
+#include "passes/pipeline.h"
+#include "passes/place_and_copy.h"
+#include "passes/proto_io.h"
+#include "passes/validate.h"
 #include "tests/runtime/test_util.h"
 
 namespace ferry::testing {
@@ -21,6 +29,29 @@ VerifyReport VerifyOnSim(std::string_view original, std::string_view lowered,
   options.device = VerifyDevice::kSim;
   options.seed = seed;
   absl::StatusOr<VerifyReport> report = VerifyPrograms(o, l, options);
+  EXPECT_TRUE(report.ok()) << report.status();
+  return report.ok() ? *report : VerifyReport{};
+}
+
+// A lowered program that validation refuses (its code is `code`), verified
+// anyway: the runtime, which can be handed programs directly, must refuse
+// it too.
+VerifyReport VerifyRefusedOnSim(std::string_view original,
+                                std::string_view lowered,
+                                const std::string& code) {
+  std::ifstream in(std::string(FERRY_RUNTIME_TEST_PROGRAMS) + "/" +
+                   std::string(lowered));
+  std::stringstream text;
+  text << in.rdbuf();
+  Diagnostics validation;
+  Program l = ParseProgramUnvalidated(text.str(), &validation);
+  EXPECT_EQ(validation.items().size(), 1u)
+      << FormatDiagnosticsText(validation, std::string(lowered));
+  for (const Diagnostic& d : validation.items()) EXPECT_EQ(d.code, code);
+  VerifyOptions options;
+  options.device = VerifyDevice::kSim;
+  absl::StatusOr<VerifyReport> report =
+      VerifyPrograms(LoadProgramFile(original), l, options);
   EXPECT_TRUE(report.ok()) << report.status();
   return report.ok() ? *report : VerifyReport{};
 }
@@ -74,16 +105,19 @@ TEST(VerifyTeethTest, HostMemoryUsedAsDeviceMemoryNamesTheDelegate) {
 }
 
 // B1: the module was compiled for w contiguous but is handed the stored,
-// transposed layout: as its owned constant, or as an input.
+// transposed layout: as its owned constant, or as an input. Validation
+// refuses both (FERRY-E0207, FERRY-E0410); so does the runtime.
 TEST(VerifyTeethTest,
      StoredLayoutInsteadOfCompiledNamesTheDelegateAndBothLayouts) {
-  VerifyReport owned = VerifyOnSim("b1_original.textproto",
-                                   "b1_lowered_stored_layout.textproto");
+  VerifyReport owned =
+      VerifyRefusedOnSim("b1_original.textproto",
+                         "b1_lowered_stored_layout.textproto", "FERRY-E0207");
   ExpectErrorMentions(owned, {"delegate 'd0'", "constant 'w'",
                               "f32[4,3] strides [1,4] offset 0",
                               "f32[4,3] strides [3,1] offset 0"});
-  VerifyReport input = VerifyOnSim("b1_original.textproto",
-                                   "b1_lowered_stored_layout_input.textproto");
+  VerifyReport input = VerifyRefusedOnSim(
+      "b1_original.textproto", "b1_lowered_stored_layout_input.textproto",
+      "FERRY-E0410");
   EXPECT_EQ(input.error,
             "method 'forward': delegate 'd0' (module 'm0' on cuda:0): argument "
             "1 ('w_h2d') is laid "
@@ -112,6 +146,122 @@ TEST(VerifyTeethTest, CpuTargetCopiesNameTheCopy) {
             "method 'forward': node 'a_h2d': H2D copy targets cpu: its result "
             "must be on a device");
   ExpectVerifies("b7_original.textproto", "b7_lowered.textproto");
+}
+
+// Lowers a program of programs/ with `options` (LowerOptions in text form).
+Program LowerFile(std::string_view name, const std::string& options) {
+  std::ifstream in(std::string(FERRY_RUNTIME_TEST_PROGRAMS) + "/" +
+                   std::string(name));
+  std::stringstream text;
+  text << in.rdbuf();
+  v1::LowerRequest request;
+  bool bare = false;
+  EXPECT_TRUE(
+      ParseRequest(text.str(), FileFormat::kText, name, &request, &bare).ok());
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      options, request.mutable_options()));
+  absl::StatusOr<LowerResult> result = Lower(request);
+  EXPECT_TRUE(result.ok() && result->ok)
+      << (result.ok() ? FormatDiagnosticsText(result->diagnostics, name)
+                      : std::string(result.status().message()));
+  return result.ok() ? std::move(result->program) : Program{};
+}
+
+// Removes the D2H copies the outputs of method 0 read: each output reads the
+// copy's source (on the device) instead.
+Program WithoutOutputD2H(Program program) {
+  Method& m = program.methods[0];
+  for (int32_t k = static_cast<int32_t>(m.nodes.size()) - 1; k >= 0; --k) {
+    if (!IsD2HCopy(m.nodes[k])) continue;
+    Node& output = m.nodes.back();
+    bool feeds_output = false;
+    for (Argument& arg : output.args) {
+      if (arg.kind == ArgKind::kValue && arg.value.node == k) {
+        arg.value = m.nodes[k].args[0].value;
+        feeds_output = true;
+      }
+    }
+    if (!feeds_output) continue;
+    m.nodes.erase(m.nodes.begin() + k);
+    for (size_t j = k; j < m.nodes.size(); ++j) {
+      ForEachOperandMutable(m.nodes[j], [&](ValueId& v) {
+        if (v.node > k) --v.node;
+      });
+    }
+  }
+  return program;
+}
+
+VerifyReport VerifyLoweredOnSim(const Program& original,
+                                const Program& lowered) {
+  Diagnostics validation;
+  ValidateProgram(lowered, validation);
+  EXPECT_FALSE(validation.HasErrors())
+      << FormatDiagnosticsText(validation, "lowered");
+  VerifyOptions options;
+  options.device = VerifyDevice::kSim;
+  absl::StatusOr<VerifyReport> report =
+      VerifyPrograms(original, lowered, options);
+  EXPECT_TRUE(report.ok()) << report.status();
+  return report.ok() ? *report : VerifyReport{};
+}
+
+// The lowered program records the options it was lowered with; a method
+// output left on the device without skip_d2h_for_method_outputs (its D2H
+// removed) is a verification failure naming the output, although the
+// program validates and its numbers match (the runtime reads device outputs
+// back itself).
+TEST(VerifyTeethTest, MissingD2HOfAMethodOutputNamesTheOutput) {
+  Program original = LoadProgramFile("a1_original.textproto");
+  Program lowered = LowerFile("a1_original.textproto", "");
+  ASSERT_EQ(lowered.methods.size(), 1u);
+  ASSERT_TRUE(lowered.methods[0].lowered_with.has_value());
+  EXPECT_FALSE(lowered.methods[0].lowered_with->skip_d2h_for_method_outputs);
+  VerifyReport good = VerifyLoweredOnSim(original, lowered);
+  EXPECT_TRUE(good.ok) << good.Summary();
+
+  Program broken = WithoutOutputD2H(lowered);
+  ASSERT_EQ(CountStats(broken).d2h_copies, 0);
+  VerifyReport report = VerifyLoweredOnSim(original, broken);
+  EXPECT_FALSE(report.ok);
+  EXPECT_EQ(report.error,
+            "method 'forward': output 0 ('t') is left on cuda:0, but the "
+            "method was lowered without skip_d2h_for_method_outputs: it must "
+            "be returned on the host (is its D2H copy missing?)");
+
+  // A program with no record is held to the defaults.
+  broken.methods[0].lowered_with.reset();
+  EXPECT_EQ(VerifyLoweredOnSim(original, broken).error, report.error);
+}
+
+// Where skip_d2h_for_method_outputs allowed it, the output stays on the
+// device and verifies; the same program claiming it was lowered without the
+// option does not. Likewise for inputs and skip_h2d_for_method_inputs.
+TEST(VerifyTeethTest, OutputsAndInputsAreWhereTheRecordedOptionsSay) {
+  Program original = LoadProgramFile("a1_original.textproto");
+  Program kept = LowerFile("a1_original.textproto",
+                           "skip_d2h_for_method_outputs { default_value: true "
+                           "} skip_h2d_for_method_inputs { per_method { key: "
+                           "'forward' value: true } }");
+  ASSERT_TRUE(kept.methods[0].lowered_with.has_value());
+  EXPECT_TRUE(kept.methods[0].lowered_with->skip_d2h_for_method_outputs);
+  EXPECT_TRUE(kept.methods[0].lowered_with->skip_h2d_for_method_inputs);
+  VerifyReport good = VerifyLoweredOnSim(original, kept);
+  EXPECT_TRUE(good.ok) << good.Summary();
+
+  Program outputs_claimed = kept;
+  outputs_claimed.methods[0].lowered_with->skip_d2h_for_method_outputs = false;
+  EXPECT_EQ(VerifyLoweredOnSim(original, outputs_claimed).error,
+            "method 'forward': output 0 ('t') is left on cuda:0, but the "
+            "method was lowered without skip_d2h_for_method_outputs: it must "
+            "be returned on the host (is its D2H copy missing?)");
+
+  Program inputs_claimed = kept;
+  inputs_claimed.methods[0].lowered_with->skip_h2d_for_method_inputs = false;
+  EXPECT_EQ(VerifyLoweredOnSim(original, inputs_claimed).error,
+            "method 'forward': user input 0 ('a') is taken on cuda:0, but the "
+            "method was lowered without skip_h2d_for_method_inputs: inputs "
+            "arrive on the host");
 }
 
 TEST(VerifyTest, ReportsAsJsonAndText) {

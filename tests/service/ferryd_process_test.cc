@@ -1,11 +1,14 @@
 // The real ferryd binary: flags and config file, the address on stdout's
-// first line, /metrics, the probe mode, and SIGTERM (health NOT_SERVING,
-// new work refused, in-flight work finished, exit 0).
+// first line, /metrics, the probe mode, SIGTERM (readiness NOT_SERVING,
+// liveness SERVING, new work refused, in-flight work finished, exit 0), and
+// deadlines, cancels and the drain grace stopping work inside one long
+// step.
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
 
 #include <future>
+#include <thread>
 
 #include "client/testing/synthetic_program.h"
 #include "ferry/client.h"
@@ -13,6 +16,182 @@
 
 namespace ferry::testing {
 namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+// One host node: z = mm(x, y) on [n, n] inputs of `dtype`.
+v1::VerifyRequest MatmulVerify(v1::DType dtype, int64_t n) {
+  v1::VerifyRequest verify;
+  verify.set_device(v1::VERIFY_DEVICE_SIM);
+  v1::Method* method = verify.mutable_request()->mutable_program()->add_methods();
+  method->set_name("forward");
+  for (const char* name : {"x", "y", "z"}) {
+    v1::Node* node = method->add_nodes();
+    node->set_name(name);
+    if (std::string(name) == "z") {
+      node->mutable_call()->set_op("aten::mm");
+      node->mutable_call()->add_args()->set_value("x");
+      node->mutable_call()->add_args()->set_value("y");
+    } else {
+      node->mutable_input()->set_kind(v1::USER_INPUT);
+    }
+    node->mutable_tensor()->set_dtype(dtype);
+    node->mutable_tensor()->add_sizes(n);
+    node->mutable_tensor()->add_sizes(n);
+  }
+  v1::Node* output = method->add_nodes();
+  output->set_name("output");
+  output->mutable_output()->add_values()->set_value("z");
+  return verify;
+}
+
+// A step that runs for many seconds on the host whatever the machine: an
+// integer matrix product (no BLAS), 1024^3 multiply-adds, twice (the
+// original program and the lowered one).
+v1::VerifyRequest LongVerify() { return MatmulVerify(v1::I64, 1024); }
+
+// A ferryd with one worker, so that the worker being free again is what
+// lets the next call through.
+class OneWorkerFerryd {
+ public:
+  explicit OneWorkerFerryd(const std::string& drain_grace = "30s")
+      : process_({FERRYD_PATH, "--listen=127.0.0.1:0", "--workers", "1",
+                  "--queue-depth", "4", "--metrics-listen", "127.0.0.1:0",
+                  "--drain-grace", drain_grace},
+                 dir_.File("stderr")) {
+    address_ = process_.ReadLine();
+    std::string metrics = process_.ReadLine();
+    size_t colon = metrics.rfind(':');
+    if (colon != std::string::npos) {
+      http_ = std::make_unique<httplib::Client>(
+          metrics.substr(0, colon), std::stoi(metrics.substr(colon + 1)));
+    }
+    client_ = Connect(address_, [](ClientOptions& options) {
+      options.retry.max_attempts = 1;
+    });
+  }
+
+  bool ok() const {
+    return address_.rfind("127.0.0.1:", 0) == 0 && http_ != nullptr;
+  }
+  Client& client() { return *client_; }
+  Process& process() { return process_; }
+  std::string log() const { return ReadFileText(dir_.File("stderr")); }
+  // Whether /metrics says `text` (e.g. "ferry_jobs_running 1").
+  bool MetricsSay(const std::string& text) {
+    httplib::Result scraped = http_->Get("/metrics");
+    return scraped && scraped->body.find(text) != std::string::npos;
+  }
+
+ private:
+  TempDir dir_;
+  Process process_;
+  std::string address_;
+  std::unique_ptr<httplib::Client> http_;
+  std::unique_ptr<Client> client_;
+};
+
+// The call after a stopped one is served: it needs the only worker.
+void ExpectNextCallServed(Client& client) {
+  CallOptions call;
+  call.deadline = seconds(5);
+  absl::StatusOr<v1::VerifyResponse> next =
+      client.Verify(MatmulVerify(v1::F32, 8), call);
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_TRUE(next->ok()) << next->report().summary();
+}
+
+TEST(FerrydDeadlineTest, DeadlineStopsALongStepAndFreesTheWorker) {
+  OneWorkerFerryd ferryd;
+  ASSERT_TRUE(ferryd.ok());
+  CallOptions call;
+  call.deadline = seconds(1);
+  auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<v1::VerifyResponse> response =
+      ferryd.client().Verify(LongVerify(), call);
+  EXPECT_EQ(response.status().code(), absl::StatusCode::kDeadlineExceeded)
+      << response.status();
+  ExpectNextCallServed(ferryd.client());
+  // Generous: the long step alone runs for many seconds.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, seconds(5));
+  ASSERT_TRUE(Eventually([&] {
+    std::string log = ferryd.log();
+    return log.find("\"code\":\"DEADLINE_EXCEEDED\"") != std::string::npos;
+  })) << ferryd.log();
+}
+
+TEST(FerrydDeadlineTest, F16MatmulOfOneMegaElementFitsASecond) {
+  OneWorkerFerryd ferryd;
+  ASSERT_TRUE(ferryd.ok());
+  // Through OpenBLAS this takes milliseconds (a naive loop: seconds).
+  CallOptions call;
+  call.deadline = seconds(5);
+  for (v1::DType dtype : {v1::F16, v1::BF16}) {
+    absl::StatusOr<v1::VerifyResponse> response =
+        ferryd.client().Verify(MatmulVerify(dtype, 1024), call);
+    ASSERT_TRUE(response.ok()) << response.status();
+    EXPECT_TRUE(response->ok()) << response->report().summary();
+  }
+}
+
+TEST(FerrydDeadlineTest, CancelStopsALongStepAndFreesTheWorker) {
+  OneWorkerFerryd ferryd;
+  ASSERT_TRUE(ferryd.ok());
+  std::promise<absl::Status> cancelled;
+  CallOptions call;
+  call.deadline = seconds(60);
+  std::shared_ptr<AsyncCall> pending = ferryd.client().VerifyAsync(
+      LongVerify(),
+      [&](absl::StatusOr<v1::VerifyResponse> r) {
+        cancelled.set_value(r.status());
+      },
+      call);
+  ASSERT_TRUE(
+      Eventually([&] { return ferryd.MetricsSay("ferry_jobs_running 1"); }));
+  pending->Cancel();
+  EXPECT_EQ(cancelled.get_future().get().code(), absl::StatusCode::kCancelled);
+  ExpectNextCallServed(ferryd.client());
+  ASSERT_TRUE(Eventually([&] {
+    return ferryd.log().find("\"code\":\"CANCELLED\"") != std::string::npos;
+  })) << ferryd.log();
+}
+
+TEST(FerrydDrainTest, DrainGraceIsAHardBoundAndLivenessStaysServing) {
+  OneWorkerFerryd ferryd("2s");
+  ASSERT_TRUE(ferryd.ok());
+  std::promise<absl::Status> in_flight;
+  CallOptions call;
+  call.deadline = seconds(60);
+  ferryd.client().VerifyAsync(
+      LongVerify(),
+      [&](absl::StatusOr<v1::VerifyResponse> r) {
+        in_flight.set_value(r.status());
+      },
+      call);
+  ASSERT_TRUE(
+      Eventually([&] { return ferryd.MetricsSay("ferry_jobs_running 1"); }));
+  auto signalled = std::chrono::steady_clock::now();
+  ferryd.process().Signal(SIGTERM);
+  ASSERT_TRUE(Eventually([&] {
+    absl::StatusOr<bool> ready = ferryd.client().CheckHealth("ferry.v1.Compiler");
+    return ready.ok() && !*ready;
+  }));
+  // Draining, not dead: liveness stays SERVING (a restart would be wrong).
+  absl::StatusOr<bool> live = ferryd.client().CheckHealth("");
+  ASSERT_TRUE(live.ok()) << live.status();
+  EXPECT_TRUE(*live);
+  // The grace runs out: the step is stopped, the call answered UNAVAILABLE
+  // and the process exits well before the step could have finished.
+  EXPECT_EQ(in_flight.get_future().get().code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(ferryd.process().WaitForExit(seconds(12)), 0) << ferryd.log();
+  EXPECT_LT(std::chrono::steady_clock::now() - signalled, seconds(12));
+  std::string log = ferryd.log();
+  EXPECT_NE(log.find("\"in_flight_finished\":false"), std::string::npos)
+      << log;
+  EXPECT_NE(log.find("\"in_flight_stopped\":true"), std::string::npos) << log;
+}
 
 TEST(FerrydProcessTest, ServesThenDrainsOnSigtermAndExitsZero) {
   TempDir dir;

@@ -6,6 +6,8 @@
 
 #include <atomic>
 #include <future>
+#include <new>
+#include <stdexcept>
 #include <thread>
 
 #include "client/testing/synthetic_program.h"
@@ -155,35 +157,343 @@ TEST(ServiceTest, ProgramThatFailsToCompileIsAnOkResponseWithDiagnostics) {
   EXPECT_TRUE(found);
 }
 
-TEST(ServiceTest, MalformedProgramIsInvalidArgumentWithBadRequest) {
+// Everything wrong with the program is in the body (REAPI's rule): a
+// malformed program is an OK response, as a compile failure is.
+TEST(ServiceTest, MalformedProgramIsAnOkResponseWithItsDiagnostics) {
   auto server = StartServer(LoopbackConfig());
   ASSERT_NE(server, nullptr);
   auto client = Connect(server->address());
 
   absl::StatusOr<v1::LowerResponse> response =
       client->Lower(DanglingReferenceRequest());
-  ASSERT_EQ(response.status().code(), absl::StatusCode::kInvalidArgument)
-      << response.status();
+  ASSERT_TRUE(response.ok()) << response.status();
   EXPECT_EQ(client->attempts(), 1);  // not retried
-  std::optional<google::rpc::BadRequest> bad_request =
-      ErrorDetail<google::rpc::BadRequest>(response.status());
-  ASSERT_TRUE(bad_request.has_value());
-  ASSERT_EQ(bad_request->field_violations_size(), 1);
-  const auto& violation = bad_request->field_violations(0);
-  EXPECT_EQ(violation.field(), "program.methods['forward'].nodes['out']");
-  EXPECT_EQ(violation.reason(), "FERRY-E0102");
-  EXPECT_NE(violation.description().find("'nope'"), std::string::npos);
-  std::optional<google::rpc::ErrorInfo> info =
-      ErrorDetail<google::rpc::ErrorInfo>(response.status());
-  ASSERT_TRUE(info.has_value());
-  EXPECT_EQ(info->reason(), "MALFORMED_PROGRAM");
-  EXPECT_EQ(info->domain(), "ferry.v1");
+  EXPECT_FALSE(response->ok());
+  EXPECT_FALSE(response->has_program());
+  ASSERT_EQ(response->diagnostics_size(), 1);
+  const v1::Diagnostic& diagnostic = response->diagnostics(0);
+  EXPECT_EQ(diagnostic.code(), "FERRY-E0102");
+  EXPECT_EQ(diagnostic.method(), "forward");
+  ASSERT_GE(diagnostic.nodes_size(), 1);
+  EXPECT_EQ(diagnostic.nodes(0), "out");
+  EXPECT_NE(diagnostic.message().find("'nope'"), std::string::npos);
+  // Not cached: only successful lowerings are.
+  EXPECT_EQ(server->service().cache().entries(), 0);
 
-  // Verify reports the same request error.
+  // Verify reports the same diagnostics and runs nothing.
   v1::VerifyRequest verify;
   *verify.mutable_request() = DanglingReferenceRequest();
+  absl::StatusOr<v1::VerifyResponse> verified = client->Verify(verify);
+  ASSERT_TRUE(verified.ok()) << verified.status();
+  EXPECT_FALSE(verified->lowered());
+  EXPECT_FALSE(verified->ok());
+  ASSERT_EQ(verified->diagnostics_size(), 1);
+  EXPECT_EQ(verified->diagnostics(0).code(), "FERRY-E0102");
+}
+
+// `count` outputs, each reading a value that does not exist (FERRY-E0102
+// each), the first of them named `first_name`.
+v1::LowerRequest ManyDanglingReferences(int count,
+                                        const std::string& first_name) {
+  v1::LowerRequest request;
+  v1::Method* method = request.mutable_program()->add_methods();
+  method->set_name("forward");
+  v1::Node* output = nullptr;
+  for (int i = 0; i < count; ++i) {
+    v1::Node* node = method->add_nodes();
+    node->set_name(i == 0 ? first_name : absl::StrCat("r", i));
+    node->mutable_call()->set_op("aten::relu");
+    node->mutable_call()->add_args()->set_value(absl::StrCat("missing", i));
+    node->mutable_tensor()->set_dtype(v1::F32);
+    node->mutable_tensor()->add_sizes(4);
+  }
+  output = method->add_nodes();
+  output->set_name("output");
+  output->mutable_output()->add_values()->set_value(
+      method->nodes(0).name());
+  return request;
+}
+
+// ~100 errors, or one name of 4 KB or more, used to overflow gRPC's 8 KiB
+// metadata limit as BadRequest details: the caller saw RESOURCE_EXHAUSTED
+// "received initial metadata size exceeds limit" and nothing else.
+TEST(ServiceTest, ManyErrorsAndHugeNamesComeBackCompleteInTheBody) {
+  auto server = StartServer(LoopbackConfig());
+  ASSERT_NE(server, nullptr);
+  auto client = Connect(server->address());
+
+  absl::StatusOr<v1::LowerResponse> many =
+      client->Lower(ManyDanglingReferences(150, "r0"));
+  ASSERT_TRUE(many.ok()) << many.status();
+  EXPECT_FALSE(many->ok());
+  int dangling = 0;
+  for (const v1::Diagnostic& diagnostic : many->diagnostics()) {
+    if (diagnostic.code() == "FERRY-E0102") ++dangling;
+  }
+  EXPECT_EQ(dangling, 150);
+
+  const std::string long_name(5000, 'n');
+  absl::StatusOr<v1::LowerResponse> named =
+      client->Lower(ManyDanglingReferences(1, long_name));
+  ASSERT_TRUE(named.ok()) << named.status();
+  ASSERT_GE(named->diagnostics_size(), 1);
+  ASSERT_GE(named->diagnostics(0).nodes_size(), 1);
+  EXPECT_EQ(named->diagnostics(0).nodes(0), long_name);
+
+  v1::VerifyRequest verify;
+  *verify.mutable_request() = ManyDanglingReferences(150, long_name);
+  verify.set_device(v1::VERIFY_DEVICE_SIM);
+  absl::StatusOr<v1::VerifyResponse> verified = client->Verify(verify);
+  ASSERT_TRUE(verified.ok()) << verified.status();
+  EXPECT_FALSE(verified->lowered());
+  EXPECT_GE(verified->diagnostics_size(), 150);
+  EXPECT_EQ(verified->diagnostics(0).nodes(0), long_name);
+}
+
+// What is still a status (a Verify input that fits no input, a resource
+// limit) stays within the metadata limit however long the names are.
+TEST(ServiceTest, StatusDetailsWithHugeNamesStayUnderTheMetadataLimit) {
+  auto server = StartServer(LoopbackConfig());
+  ASSERT_NE(server, nullptr);
+  auto client = Connect(server->address());
+  const std::string long_name(6000, 'q');
+
+  v1::VerifyRequest request;
+  *request.mutable_request() = TinyRequest();
+  request.set_device(v1::VERIFY_DEVICE_SIM);
+  v1::InputValue* value = request.mutable_inputs()->add_values();
+  value->set_method(request.request().program().methods(0).name());
+  value->set_input(long_name);
+  value->mutable_spec()->set_dtype(v1::F32);
+  value->set_data(std::string(16, '\0'));
+  absl::StatusOr<v1::VerifyResponse> response = client->Verify(request);
+  ASSERT_EQ(response.status().code(), absl::StatusCode::kInvalidArgument)
+      << response.status();
+  std::optional<google::rpc::Status> details = ErrorDetails(response.status());
+  ASSERT_TRUE(details.has_value());
+  EXPECT_LT(details->ByteSizeLong() + response.status().message().size(),
+            size_t{8192});
+  std::optional<google::rpc::BadRequest> bad =
+      ErrorDetail<google::rpc::BadRequest>(response.status());
+  ASSERT_TRUE(bad.has_value());
+  EXPECT_EQ(bad->field_violations(0).field(), "inputs");
+  EXPECT_NE(bad->field_violations(0).description().find("qqqq"),
+            std::string::npos);
+}
+
+// Requests whose specs would make the server allocate far too much.
+v1::LowerRequest ParseLowerRequest(const std::string& text) {
+  v1::LowerRequest request;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &request))
+      << text;
+  return request;
+}
+
+// A 4-byte constant named `name` declared f32[n,n] with strides [0,0].
+v1::LowerRequest BroadcastConstantRequest(int64_t n, const std::string& name) {
+  std::string spec = absl::StrCat("dtype: F32 sizes: ", n, " sizes: ", n,
+                                  " strides: 0 strides: 0");
+  return ParseLowerRequest(absl::StrCat(
+      R"pb(program { methods { name: "forward"
+           nodes { name: "w" input { kind: PARAMETER target: ")pb",
+      name, R"pb(" } tensor { )pb", spec, R"pb( } }
+           nodes { name: "r" call { op: "aten::relu" args { value: "w" } }
+                   tensor { dtype: F32 sizes: )pb",
+      n, " sizes: ", n, R"pb( } }
+           nodes { name: "output" output { values { value: "r" } } } }
+         constants { name: ")pb",
+      name, R"pb(" spec { )pb", spec,
+      R"pb( } data: "\000\000\200?" } })pb"));
+}
+
+// One f32 user input `x` with `spec`, returned as is.
+v1::LowerRequest HugeInputRequest(const std::string& spec) {
+  return ParseLowerRequest(absl::StrCat(
+      R"pb(program { methods { name: "forward"
+           nodes { name: "x" input { kind: USER_INPUT } tensor { )pb",
+      spec, R"pb( } }
+           nodes { name: "output" output { values { value: "x" } } } } })pb"));
+}
+
+void ExpectQuota(const absl::Status& status, const std::string& subject,
+                 const std::string& reason) {
+  ASSERT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
+  std::optional<google::rpc::QuotaFailure> quota =
+      ErrorDetail<google::rpc::QuotaFailure>(status);
+  ASSERT_TRUE(quota.has_value()) << status;
+  ASSERT_EQ(quota->violations_size(), 1);
+  EXPECT_EQ(quota->violations(0).subject(), subject);
+  std::optional<google::rpc::ErrorInfo> info =
+      ErrorDetail<google::rpc::ErrorInfo>(status);
+  ASSERT_TRUE(info.has_value());
+  EXPECT_EQ(info->reason(), reason);
+}
+
+TEST(ServiceTest, OverResourceLimitsIsResourceExhaustedBeforeAnyAllocation) {
+  auto server = StartServer(LoopbackConfig());
+  ASSERT_NE(server, nullptr);
+  auto client = Connect(server->address());
+
+  // Made contiguous, 40 GB (bad_alloc aborted ferryd).
+  v1::VerifyRequest verify;
+  *verify.mutable_request() = BroadcastConstantRequest(100000, "w");
+  verify.set_device(v1::VERIFY_DEVICE_SIM);
+  ExpectQuota(client->Lower(verify.request()).status(),
+              "program.constants['w']", "TENSOR_TOO_LARGE");
+  ExpectQuota(client->Verify(verify).status(), "program.constants['w']",
+              "TENSOR_TOO_LARGE");
+  // 256 MB from an 81-byte request: over max_expansion.
+  ExpectQuota(client->Lower(BroadcastConstantRequest(8000, "w")).status(),
+              "program.constants['w']", "EXPANSION_TOO_LARGE");
+
+  // Verify inputs: 1.6 GB (17 s, then bad_alloc), a storage offset of 2^32
+  // elements (16 GiB zero-filled), 40 GB.
+  for (const char* spec : {"dtype: F32 sizes: 20000 sizes: 20000",
+                           "dtype: F32 sizes: 4 storage_offset: 4294967296",
+                           "dtype: F32 sizes: 100000 sizes: 100000"}) {
+    v1::VerifyRequest huge;
+    *huge.mutable_request() = HugeInputRequest(spec);
+    huge.set_device(v1::VERIFY_DEVICE_SIM);
+    ExpectQuota(client->Verify(huge).status(),
+                "program.methods['forward'].nodes['x']", "TENSOR_TOO_LARGE");
+    // Lowering it allocates nothing of the sort, so it lowers.
+    absl::StatusOr<v1::LowerResponse> lowered = client->Lower(huge.request());
+    ASSERT_TRUE(lowered.ok()) << spec << ": " << lowered.status();
+    EXPECT_TRUE(lowered->ok());
+  }
+
+  // A resource error naming a 5 KB constant still fits the trailers.
+  absl::Status named =
+      client->Lower(BroadcastConstantRequest(100000, std::string(5000, 'c')))
+          .status();
+  ASSERT_EQ(named.code(), absl::StatusCode::kResourceExhausted) << named;
+  ASSERT_TRUE(ErrorDetail<google::rpc::QuotaFailure>(named).has_value());
+
+  // The server goes on.
+  absl::StatusOr<v1::LowerResponse> tiny = client->Lower(TinyRequest());
+  ASSERT_TRUE(tiny.ok()) << tiny.status();
+  EXPECT_TRUE(tiny->ok());
+}
+
+TEST(ServiceTest, VerifyBytesAreLimitedAsAWhole) {
+  ServerConfig config = LoopbackConfig();
+  config.max_verify_bytes = int64_t{8} << 20;
+  auto server = StartServer(config);
+  ASSERT_NE(server, nullptr);
+  auto client = Connect(server->address());
+  absl::StatusOr<v1::GetCapabilitiesResponse> caps = client->GetCapabilities();
+  ASSERT_TRUE(caps.ok()) << caps.status();
+  EXPECT_EQ(caps->limits().max_verify_bytes(), int64_t{8} << 20);
+  EXPECT_EQ(caps->limits().max_tensor_bytes(), int64_t{1} << 30);
+  EXPECT_EQ(caps->limits().max_expansion(), 16);
+  EXPECT_EQ(caps->limits().max_memory_bytes(), config.max_memory_bytes);
+
+  // 4 MiB each, but generated, run twice and returned twice: over 8 MiB.
+  v1::VerifyRequest request;
+  *request.mutable_request() =
+      HugeInputRequest("dtype: F32 sizes: 1024 sizes: 1024");
+  request.set_device(v1::VERIFY_DEVICE_SIM);
+  absl::Status status = client->Verify(request).status();
+  ASSERT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
+  std::optional<google::rpc::ErrorInfo> info =
+      ErrorDetail<google::rpc::ErrorInfo>(status);
+  ASSERT_TRUE(info.has_value());
+  EXPECT_EQ(info->reason(), "VERIFY_TOO_LARGE");
+  EXPECT_NE(status.message().find("max_verify_bytes"), std::string::npos)
+      << status;
+  // A small one still verifies.
+  *request.mutable_request() = HugeInputRequest("dtype: F32 sizes: 64");
+  absl::StatusOr<v1::VerifyResponse> small = client->Verify(request);
+  ASSERT_TRUE(small.ok()) << small.status();
+  EXPECT_TRUE(small->ok()) << small->report().summary();
+}
+
+// The process-wide budget refuses what does not fit now, with RetryInfo;
+// the cache is charged the memory its entries take.
+TEST(ServiceTest, MemoryBudgetRefusesWhatDoesNotFitAndCountsTheCache) {
+  ServerConfig config = LoopbackConfig();
+  config.max_memory_bytes = int64_t{4} << 20;
+  config.cache_bytes = int64_t{1} << 20;
+  config.max_verify_bytes = int64_t{2} << 20;
+  auto server = StartServer(config);
+  ASSERT_NE(server, nullptr);
+  auto client = Connect(server->address(), [](ClientOptions& options) {
+    options.retry.max_attempts = 1;  // see the refusal itself
+  });
+
+  // ~200 KB on the wire: an estimated 4+ MiB once parsed and lowered.
+  absl::Status refused = client->Lower(SyntheticChainRequest(5000)).status();
+  ASSERT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
+  EXPECT_TRUE(ErrorDetail<google::rpc::RetryInfo>(refused).has_value());
+  std::optional<google::rpc::QuotaFailure> quota =
+      ErrorDetail<google::rpc::QuotaFailure>(refused);
+  ASSERT_TRUE(quota.has_value());
+  EXPECT_EQ(quota->violations(0).subject(), "memory");
+
+  absl::StatusOr<v1::LowerResponse> small = client->Lower(TinyRequest());
+  ASSERT_TRUE(small.ok()) << small.status();
+  ASSERT_TRUE(small->ok());
+  const CompilerService& service = server->service();
+  ASSERT_EQ(service.cache().entries(), 1);
+  // Memory the message takes, well above its serialized size.
+  EXPECT_GE(service.cache().bytes(),
+            static_cast<int64_t>(small->SpaceUsedLong()) / 2);
+  EXPECT_GT(service.cache().bytes(),
+            2 * static_cast<int64_t>(small->ByteSizeLong()));
+  // Once answered, only the cache holds memory.
+  EXPECT_TRUE(Eventually(
+      [&] { return service.memory().used() == service.cache().bytes(); }));
+}
+
+// An exception anywhere in a job (here: thrown at its start) is that call's
+// status; the server goes on.
+TEST(ServiceTest, ExceptionsInAJobAreStatusesAndTheServerGoesOn) {
+  std::atomic<int> mode{0};  // 0: none, 1: bad_alloc, 2: runtime_error
+  ServerHooks hooks;
+  hooks.before_job = [&mode](absl::string_view) {
+    if (mode.load() == 1) throw std::bad_alloc();
+    if (mode.load() == 2) throw std::runtime_error("injected failure");
+  };
+  auto server = StartServer(LoopbackConfig(), hooks);
+  ASSERT_NE(server, nullptr);
+  auto client = Connect(server->address(), [](ClientOptions& options) {
+    options.retry.max_attempts = 1;
+  });
+  v1::VerifyRequest verify;
+  *verify.mutable_request() = TinyRequest();
+  verify.set_device(v1::VERIFY_DEVICE_SIM);
+  CallOptions bypass;
+  bypass.bypass_cache = true;
+
+  mode = 1;
+  absl::Status lower = client->Lower(TinyRequest(), bypass).status();
+  EXPECT_EQ(lower.code(), absl::StatusCode::kResourceExhausted) << lower;
+  std::optional<google::rpc::ErrorInfo> info =
+      ErrorDetail<google::rpc::ErrorInfo>(lower);
+  ASSERT_TRUE(info.has_value());
+  EXPECT_EQ(info->reason(), "OUT_OF_MEMORY");
   EXPECT_EQ(client->Verify(verify).status().code(),
-            absl::StatusCode::kInvalidArgument);
+            absl::StatusCode::kResourceExhausted);
+
+  mode = 2;
+  lower = client->Lower(TinyRequest(), bypass).status();
+  EXPECT_EQ(lower.code(), absl::StatusCode::kInternal) << lower;
+  EXPECT_NE(lower.message().find("injected failure"), std::string::npos);
+  EXPECT_EQ(client->Verify(verify).status().code(),
+            absl::StatusCode::kInternal);
+
+  mode = 0;
+  absl::StatusOr<v1::LowerResponse> fine = client->Lower(TinyRequest());
+  ASSERT_TRUE(fine.ok()) << fine.status();
+  EXPECT_TRUE(fine->ok());
+  absl::StatusOr<v1::VerifyResponse> verified = client->Verify(verify);
+  ASSERT_TRUE(verified.ok()) << verified.status();
+  EXPECT_TRUE(verified->ok());
+  // Nothing is left charged to the budget but the cache.
+  EXPECT_TRUE(Eventually([&] {
+    return server->service().memory().used() ==
+           server->service().cache().bytes();
+  }));
 }
 
 TEST(ServiceTest, VerifyOnSimLowersExecutesAndCompares) {
@@ -684,12 +994,12 @@ TEST(ServiceTest, AsyncApiDeliversEveryMethod) {
 
   // Errors arrive through the callback too.
   std::promise<absl::Status> failed;
-  client->LowerAsync(DanglingReferenceRequest(),
+  client->LowerAsync(BroadcastConstantRequest(100000, "w"),
                      [&](absl::StatusOr<v1::LowerResponse> r) {
                        failed.set_value(r.status());
                      });
   EXPECT_EQ(failed.get_future().get().code(),
-            absl::StatusCode::kInvalidArgument);
+            absl::StatusCode::kResourceExhausted);
 }
 
 TEST(ServiceTest, ClientRetriesUnavailableUntilTheServerIsUp) {
@@ -753,8 +1063,8 @@ TEST(ServiceTest, MetricsEndpointServesPrometheusText) {
   *verify.mutable_request() = TinyRequest();
   verify.set_device(v1::VERIFY_DEVICE_SIM);
   ASSERT_TRUE(client->Verify(verify).ok());
-  ASSERT_EQ(client->Lower(DanglingReferenceRequest()).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  ASSERT_EQ(client->Lower(BroadcastConstantRequest(100000, "w")).status().code(),
+            absl::StatusCode::kResourceExhausted);
 
   std::string host = "127.0.0.1";
   int port = std::stoi(server->metrics_address().substr(host.size() + 1));
@@ -765,7 +1075,7 @@ TEST(ServiceTest, MetricsEndpointServesPrometheusText) {
   const std::string& text = scraped->body;
   for (const char* expected :
        {"ferry_requests_total{method=\"Lower\",code=\"OK\"} 1",
-        "ferry_requests_total{method=\"Lower\",code=\"INVALID_ARGUMENT\"} 1",
+        "ferry_requests_total{method=\"Lower\",code=\"RESOURCE_EXHAUSTED\"} 1",
         "ferry_requests_total{method=\"Verify\",code=\"OK\"} 1",
         "ferry_request_duration_seconds_bucket{method=\"Lower\",le=\"+Inf\"} 2",
         "ferry_pass_duration_seconds_count{pass=\"partition\"}",
@@ -789,7 +1099,7 @@ TEST(ServiceTest, EveryRequestWritesOneStructuredLogLine) {
       client->Lower(TinyRequest(), call);
   ASSERT_TRUE(lowered.ok());
   EXPECT_EQ(lowered->request_id(), "build-42");
-  ASSERT_FALSE(client->Lower(DanglingReferenceRequest()).ok());
+  ASSERT_FALSE(client->Lower(BroadcastConstantRequest(100000, "w")).ok());
   ASSERT_TRUE(client->GetCapabilities().ok());
 
   std::vector<std::string> lines = log.RpcLines();
@@ -799,7 +1109,8 @@ TEST(ServiceTest, EveryRequestWritesOneStructuredLogLine) {
   EXPECT_NE(lines[0].find("\"code\":\"OK\""), std::string::npos);
   EXPECT_NE(lines[0].find("\"outcome\":\"lowered\""), std::string::npos);
   EXPECT_NE(lines[0].find("\"duration_ms\":"), std::string::npos);
-  EXPECT_NE(lines[1].find("\"code\":\"INVALID_ARGUMENT\""), std::string::npos);
+  EXPECT_NE(lines[1].find("\"code\":\"RESOURCE_EXHAUSTED\""),
+            std::string::npos);
   EXPECT_NE(lines[2].find("\"method\":\"GetCapabilities\""), std::string::npos);
   for (const std::string& line : lines) {
     EXPECT_EQ(line.front(), '{');

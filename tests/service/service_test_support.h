@@ -105,6 +105,7 @@ class Process {
   void Signal(int signal_number);
   // The exit status, or -1 when it did not exit within `timeout`.
   int WaitForExit(std::chrono::milliseconds timeout);
+  int pid() const { return pid_; }
 
  private:
   int pid_ = -1;

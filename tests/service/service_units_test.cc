@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <limits>
 #include <condition_variable>
 #include <mutex>
 
@@ -12,6 +13,7 @@
 #include "server/config.h"
 #include "server/digest.h"
 #include "server/executor.h"
+#include "server/memory_budget.h"
 #include "server/metrics.h"
 #include "server/result_cache.h"
 #include "server/rpc_errors.h"
@@ -176,6 +178,60 @@ TEST(ResultCacheTest, ZeroCapacityStoresNothing) {
   EXPECT_EQ(cache.bytes(), 0);
 }
 
+TEST(MemoryBudgetTest, ChargesFitUnderTheLimitAndAreReleased) {
+  MemoryBudget budget(1000);
+  std::optional<MemoryBudget::Charge> a = budget.TryReserve(600);
+  ASSERT_TRUE(a.has_value());
+  EXPECT_FALSE(budget.TryReserve(401).has_value());
+  EXPECT_EQ(budget.used(), 600);
+  {
+    std::optional<MemoryBudget::Charge> b = budget.TryReserve(400);
+    ASSERT_TRUE(b.has_value());
+    EXPECT_EQ(budget.used(), 1000);
+  }
+  EXPECT_EQ(budget.used(), 600);
+  a.reset();
+  EXPECT_EQ(budget.used(), 0);
+  EXPECT_FALSE(budget.TryCharge(int64_t{1} << 62) &&
+               budget.TryCharge(int64_t{1} << 62));  // no overflow
+  EXPECT_EQ(RequestMemoryEstimate(int64_t{1} << 62),
+            std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(RequestMemoryEstimate(1000),
+            1000 * kRequestMemoryFactor + kRequestMemoryBaseBytes);
+}
+
+TEST(ResultCacheTest, ChargesTheBudgetAndShedsForRunningWork) {
+  MemoryBudget budget(2200);
+  {
+    ResultCache cache(2000, &budget);
+    cache.Insert("a", ResponseWithId("a"), 400);
+    cache.Insert("b", ResponseWithId("b"), 400);
+    EXPECT_EQ(cache.entries(), 2);
+    EXPECT_EQ(budget.used(), cache.bytes());
+    // A running request holds most of the budget: to store c, the cache
+    // evicts a, which its own capacity would have kept.
+    std::optional<MemoryBudget::Charge> request = budget.TryReserve(1000);
+    ASSERT_TRUE(request.has_value());
+    cache.Insert("c", ResponseWithId("c"), 400);
+    EXPECT_EQ(cache.Lookup("a"), nullptr);
+    EXPECT_NE(cache.Lookup("c"), nullptr);
+    EXPECT_EQ(budget.used(), 1000 + cache.bytes());
+    // More than the budget has beside the request: not stored.
+    cache.Insert("big", ResponseWithId("big"), 1200);
+    EXPECT_EQ(cache.Lookup("big"), nullptr);
+    EXPECT_LE(budget.used(), 2200);
+    // Shed gives memory back to running work.
+    cache.Insert("d", ResponseWithId("d"), 400);
+    ASSERT_EQ(cache.entries(), 1);
+    EXPECT_GE(cache.Shed(1), 400);
+    EXPECT_EQ(cache.entries(), 0);
+    EXPECT_EQ(budget.used(), 1000);
+    cache.Insert("e", ResponseWithId("e"), 400);
+  }
+  // Destroyed, the cache released all it held; the request is gone too.
+  EXPECT_EQ(budget.used(), 0);
+}
+
 TEST(DigestTest, Sha256OfLengthPrefixedParts) {
   std::string digest = Sha256Hex({"ab", "c"});
   EXPECT_EQ(digest.size(), 64u);
@@ -247,6 +303,92 @@ TEST(RpcErrorsTest, MalformedRequestCodesAreImportAndValidationErrors) {
   diagnostic.code = "FERRY-W0502";
   diagnostic.severity = Severity::kWarning;
   EXPECT_FALSE(IsMalformedRequestDiagnostic(diagnostic));
+}
+
+TEST(RpcErrorsTest, TruncationKeepsWholeUtf8Characters) {
+  EXPECT_EQ(TruncateUtf8("short", 10), "short");
+  EXPECT_EQ(TruncateUtf8("abcdefghij", 8), "abcde...");
+  // "é" is two bytes: cutting after its first byte would split it.
+  EXPECT_EQ(TruncateUtf8("abcd\xc3\xa9" "fgh", 8), "abcd...");
+}
+
+google::rpc::Status DetailsOf(const grpc::Status& status) {
+  google::rpc::Status details;
+  EXPECT_TRUE(details.ParseFromString(status.error_details()));
+  return details;
+}
+
+// gRPC refuses trailers over 8 KiB: every status stays well under it.
+TEST(RpcErrorsTest, DetailsAreBoundedWhateverTheInput) {
+  const std::string huge(20000, 'x');
+  Diagnostics diagnostics;
+  for (int i = 0; i < 150; ++i) {
+    diagnostics.Error("FERRY-E0102", absl::StrCat(huge, i), {huge});
+  }
+  grpc::Status malformed = MalformedProgramError(diagnostics);
+  google::rpc::Status details = DetailsOf(malformed);
+  EXPECT_LE(malformed.error_message().size(), kMaxStatusMessageBytes);
+  EXPECT_NE(malformed.error_message().find("150 violations"),
+            std::string::npos);
+  EXPECT_LE(details.ByteSizeLong(), kMaxStatusDetailsBytes);
+  google::rpc::BadRequest bad_request;
+  ASSERT_GE(details.details_size(), 2);
+  ASSERT_TRUE(details.details(1).UnpackTo(&bad_request));
+  EXPECT_EQ(bad_request.field_violations_size(), kMaxFieldViolations);
+
+  for (const grpc::Status& status :
+       {InvalidFieldError(huge, huge, "INPUT_DOES_NOT_FIT"),
+        OverLimitError(huge, 1, 0, "REQUEST_TOO_LARGE"),
+        ResourceLimitRpcError(
+            ResourceViolation{"max_tensor_bytes", huge, 10, 5}),
+        DeviceUnavailableError(huge, huge), InternalRpcError(huge)}) {
+    EXPECT_LE(status.error_message().size(), kMaxStatusMessageBytes);
+    EXPECT_LE(status.error_details().size(), kMaxStatusDetailsBytes);
+    EXPECT_GE(DetailsOf(status).details_size(), 1);  // ErrorInfo at least
+  }
+}
+
+TEST(RpcErrorsTest, ResourceLimitErrorsNameTheNode) {
+  absl::Status library = ResourceLimitError(ResourceViolation{
+      "max_tensor_bytes", "program.constants['w']", 40'000'000'000, 1 << 30});
+  std::optional<ResourceViolation> violation = GetResourceViolation(library);
+  ASSERT_TRUE(violation.has_value());
+  grpc::Status status = ResourceLimitRpcError(*violation);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  google::rpc::Status details = DetailsOf(status);
+  google::rpc::ErrorInfo info;
+  ASSERT_TRUE(details.details(0).UnpackTo(&info));
+  EXPECT_EQ(info.reason(), "TENSOR_TOO_LARGE");
+  google::rpc::QuotaFailure quota;
+  ASSERT_TRUE(details.details(1).UnpackTo(&quota));
+  EXPECT_EQ(quota.violations(0).subject(), "program.constants['w']");
+  EXPECT_NE(quota.violations(0).description().find("40000000000"),
+            std::string::npos);
+  // A plain RESOURCE_EXHAUSTED (an allocation failure) carries none.
+  EXPECT_FALSE(
+      GetResourceViolation(absl::ResourceExhaustedError("oom")).has_value());
+}
+
+TEST(ConfigTest, ResourceLimitsAndTheMemoryBudget) {
+  absl::StatusOr<CommandLine> parsed = ParseCommandLine(
+      {"--max-tensor-bytes=64MiB", "--max-verify-bytes", "256MiB",
+       "--max-expansion=4", "--max-memory-bytes=1GiB"});
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->config.max_tensor_bytes, 64 << 20);
+  EXPECT_EQ(parsed->config.max_verify_bytes, 256 << 20);
+  EXPECT_EQ(parsed->config.max_expansion, 4);
+  EXPECT_EQ(parsed->config.max_memory_bytes, 1 << 30);
+  EXPECT_TRUE(ValidateConfig(parsed->config).ok());
+  EXPECT_FALSE(ParseCommandLine({"--max-expansion=0"}).ok());
+  ServerConfig config;
+  config.max_memory_bytes = 128 << 20;  // below the 256MiB cache
+  EXPECT_FALSE(ValidateConfig(config).ok());
+  config.cache_bytes = 32 << 20;  // ... and below max_verify_bytes (2GiB)
+  EXPECT_FALSE(ValidateConfig(config).ok());
+  config.max_verify_bytes = 64 << 20;
+  EXPECT_TRUE(ValidateConfig(config).ok());
+  config.max_memory_bytes = 0;  // no budget
+  EXPECT_TRUE(ValidateConfig(config).ok());
 }
 
 }  // namespace

@@ -106,19 +106,107 @@ TEST_F(ToolRemoteTest, VerifyOnSimMatchesTheInProcessTool) {
 }
 
 TEST_F(ToolRemoteTest, MalformedProgramAndMissingDeviceExitCodes) {
-  Run bad = Tool({"lower", "--server", address_, dir_.File("bad.textproto")});
+  // A malformed program's diagnostics come back in the body: printed as the
+  // in-process tool prints them, exit 1.
+  std::string bad_file = dir_.File("bad.textproto");
+  Run bad = Tool({"lower", "--server", address_, bad_file});
+  Run bad_local = Tool({"lower", bad_file});
   EXPECT_EQ(bad.exit_code, 1);
-  EXPECT_NE(bad.err.find("INVALID_ARGUMENT"), std::string::npos) << bad.err;
-  EXPECT_NE(
-      bad.err.find("program.methods['forward'].nodes['out']: FERRY-E0102"),
-      std::string::npos)
-      << bad.err;
+  EXPECT_EQ(bad_local.exit_code, 1);
+  EXPECT_NE(bad.err.find("FERRY-E0102"), std::string::npos) << bad.err;
+  EXPECT_EQ(bad.err, bad_local.err);
+  Run bad_verify = Tool({"verify", "--device=sim", "--server", address_,
+                         bad_file});
+  Run bad_verify_local = Tool({"verify", "--device=sim", bad_file});
+  EXPECT_EQ(bad_verify.exit_code, 1);
+  EXPECT_EQ(bad_verify.err, bad_verify_local.err);
   Run cuda = Tool({"verify", "--device=cuda", "--server", address_,
                    dir_.File("chain.textproto")});
   // 3 where no GPU is visible to the server, as in-process.
   Run cuda_local =
       Tool({"verify", "--device=cuda", dir_.File("chain.textproto")});
   EXPECT_EQ(cuda.exit_code, cuda_local.exit_code);
+}
+
+// 150 errors, and a node name of 5 KB, used to overflow the trailers (the
+// tool saw "received initial metadata size exceeds limit"): now every
+// diagnostic arrives, exactly as the in-process tool reports them.
+TEST_F(ToolRemoteTest, ManyErrorsAndHugeNamesArriveComplete) {
+  v1::LowerRequest request;
+  v1::Method* method = request.mutable_program()->add_methods();
+  method->set_name("forward");
+  const std::string long_name(5000, 'n');
+  for (int i = 0; i < 150; ++i) {
+    v1::Node* node = method->add_nodes();
+    node->set_name(i == 0 ? long_name : "r" + std::to_string(i));
+    node->mutable_call()->set_op("aten::relu");
+    node->mutable_call()->add_args()->set_value("missing" + std::to_string(i));
+    node->mutable_tensor()->set_dtype(v1::F32);
+    node->mutable_tensor()->add_sizes(4);
+  }
+  method->add_nodes()->set_name("output");
+  method->mutable_nodes(150)->mutable_output()->add_values()->set_value("r1");
+  dir_.Write("many.textproto", ToText(request));
+  std::string file = dir_.File("many.textproto");
+  Run local = Tool({"lower", "--report=json", file});
+  Run remote = Tool({"lower", "--report=json", "--server", address_, file});
+  EXPECT_EQ(local.exit_code, 1);
+  EXPECT_EQ(remote.exit_code, 1) << remote.err;
+  EXPECT_EQ(WithoutTimings(remote.out), WithoutTimings(local.out));
+  size_t count = 0;
+  for (size_t at = 0; (at = remote.out.find("FERRY-E0102", at)) !=
+                      std::string::npos;
+       ++at) {
+    ++count;
+  }
+  EXPECT_EQ(count, 150u);
+  EXPECT_NE(remote.out.find(long_name), std::string::npos);
+}
+
+// A 4-byte constant declared f32[100000,100000] with strides [0,0]: 40 GB
+// once made contiguous. In-process and through ferryd it fails cleanly,
+// and ferryd (which used to abort on std::bad_alloc) goes on.
+TEST_F(ToolRemoteTest, OverResourceLimitsFailsCleanlyEverywhere) {
+  dir_.Write("broadcast.textproto", R"pb(
+    program {
+      methods {
+        name: "forward"
+        nodes {
+          name: "w"
+          input { kind: PARAMETER target: "w" }
+          tensor { dtype: F32 sizes: 100000 sizes: 100000 strides: 0 strides: 0 }
+        }
+        nodes {
+          name: "r"
+          call { op: "aten::relu" args { value: "w" } }
+          tensor { dtype: F32 sizes: 100000 sizes: 100000 }
+        }
+        nodes { name: "output" output { values { value: "r" } } }
+      }
+      constants {
+        name: "w"
+        spec { dtype: F32 sizes: 100000 sizes: 100000 strides: 0 strides: 0 }
+        data: "\000\000\200?"
+      }
+    })pb");
+  std::string file = dir_.File("broadcast.textproto");
+  for (const char* command : {"lower", "verify"}) {
+    Run local = Tool({command, file});
+    EXPECT_EQ(local.exit_code, 1) << command << ": " << local.err;
+    EXPECT_NE(local.err.find("program.constants['w'] needs 40000000000 bytes, "
+                             "over max_tensor_bytes"),
+              std::string::npos)
+        << local.err;
+    Run remote = Tool({command, "--server", address_, file});
+    EXPECT_EQ(remote.exit_code, 1) << command << ": " << remote.err;
+    EXPECT_NE(remote.err.find("RESOURCE_EXHAUSTED"), std::string::npos)
+        << remote.err;
+    EXPECT_NE(remote.err.find("limit: program.constants['w'] needs"),
+              std::string::npos)
+        << remote.err;
+  }
+  Run caps = Tool({"caps", "--server", address_});
+  EXPECT_EQ(caps.exit_code, 0) << caps.err;
 }
 
 TEST_F(ToolRemoteTest, CapsPrintsLimitsAndHealth) {

@@ -401,9 +401,9 @@ TEST(ParseSchemaTest, AliasAnnotations) {
   EXPECT_EQ(schema.AliasedArgument(4), std::nullopt);  // out of range
   EXPECT_EQ(schema.AliasedArgument(-1), std::nullopt);
 
-  // A result in a set no argument is in aliases nothing.
-  OpSchema unmatched = MustParse("x::g(Tensor(a) self) -> Tensor(z)");
-  EXPECT_EQ(unmatched.AliasedArgument(0), std::nullopt);
+  // A wildcard result may alias anything: no one argument.
+  OpSchema wildcard = MustParse("x::g(Tensor(a) self) -> Tensor(*)");
+  EXPECT_EQ(wildcard.AliasedArgument(0), std::nullopt);
 }
 
 TEST(ParseSchemaTest, Returns) {
@@ -513,6 +513,37 @@ TEST(ParseSchemaTest, RejectsMalformedSchemasWithAClearMessage) {
     EXPECT_THAT(std::string(schema.status().message()), HasSubstr(c.message));
     EXPECT_THAT(std::string(schema.status().message()), StartsWith("column "));
   }
+}
+
+// A result's alias set says which argument's storage it shares; a set no
+// parameter has (or a written result whose parameter is not written) is an
+// inconsistent schema, refused with the column of the return.
+TEST(ParseSchemaTest, ResultAliasSetsMustBeAParametersSet) {
+  const std::vector<Malformed> cases = {
+      {"x::g(Tensor(a) self) -> Tensor(b)",
+       "column 25: return 0 is in alias set 'b', which no parameter has"},
+      {"x::g(Tensor self) -> Tensor(a)",
+       "column 22: return 0 is in alias set 'a', which no parameter has"},
+      {"x::g(Tensor(a!) self) -> (Tensor(a!), Tensor(c!))",
+       "column 39: return 1 is in alias set 'c', which no parameter has"},
+      {"x::g(Tensor(a) self) -> Tensor(a!)",
+       "column 25: return 0 is written (alias set 'a!'), but parameter 'self' "
+       "of that set is not (write it 'Tensor(a!) self')"},
+      {"x::g(Tensor(a) self) -> Tensor(b)[]", "alias set 'b'"},
+  };
+  for (const Malformed& c : cases) {
+    SCOPED_TRACE(c.text);
+    absl::StatusOr<OpSchema> schema = ParseSchema(c.text);
+    ASSERT_FALSE(schema.ok());
+    EXPECT_EQ(schema.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(schema.status().message()), HasSubstr(c.message));
+  }
+  // Consistent annotations still parse: a view, a written result, a
+  // wildcard, a read-only result of a written parameter's set.
+  MustParse("x::v(Tensor(a) self) -> Tensor(a)");
+  MustParse("x::w(Tensor(a!) self) -> Tensor(a!)");
+  MustParse("x::s(Tensor(a -> *) self) -> Tensor(*)[]");
+  MustParse("x::r(Tensor(a!) self) -> Tensor(a)");
 }
 
 TEST(ParseSchemaTest, DeeplyNestedDefaultIsRefusedNotOverflowed) {

@@ -128,6 +128,7 @@ std::string CleanProgram() {
       spec {
         dtype: F32
         sizes: [ 4, 4 ]
+        strides: [ 1, 4 ]
       }
       seed: 7
     }
@@ -309,7 +310,7 @@ std::string CleanProgram() {
         name: "d"
         delegate {
           module: "m"
-          args { value: "t" }
+          args { value: "mm" }
           args { value: "ln0" }
         }
         tuple {
@@ -799,6 +800,361 @@ TEST(ValidateTest, ModuleGraphsAreValidatedAsMethods) {
   EXPECT_EQ(d.message,
             "aten::mm of f32[2,3] and f32[2,3]: inner dimensions 3 and 2 "
             "differ");
+}
+
+// --- What the runtime needs (E0117, E0207, E0208, E0306, E0409-E0412)
+// ----------------------------------------------------------------------
+
+// Each of these programs passed validation before and was refused by the
+// runtime (so `ferry check` was clean but `ferry verify` could not run it).
+
+TEST(ValidateTest, OutputsMustBeValues) {
+  Diagnostics d = ValidateText(Forward(
+      std::string(kXY) +
+      "nodes { name: 'out' output { values { value: 'x' } values { "
+      "int_value: 3 } values { } } }"));
+  ASSERT_EQ(d.items().size(), 2u) << FormatDiagnosticsText(d, "test");
+  EXPECT_EQ(d.items()[0].code, codes::kOutputNotAValue);
+  EXPECT_EQ(d.items()[0].message,
+            "output 1 of method 'forward' is int 3, not a value");
+  EXPECT_EQ(FirstNode(d.items()[0]), "out");
+  EXPECT_EQ(d.items()[1].code, codes::kOutputNotAValue);
+  EXPECT_EQ(d.items()[1].message,
+            "output 2 of method 'forward' is None, not a value");
+}
+
+TEST(ValidateTest, ModuleOutputsMustBeTensors) {
+  // The module returns sym_size's scalar: fine from a method, not from a
+  // module (its delegate writes tensors).
+  const std::string module =
+      "modules { id: 'm' backend: 'FerryHostBackend' graph { name: 'm' " +
+      Input("a", "dtype: F32 sizes: [4, 4]") +
+      "nodes { name: 'n' call { op: 'aten::sym_size.int' args { value: 'a' } "
+      "args { int_value: 0 } } scalar: SCALAR_INT } " +
+      Output("n") +
+      " } input_layouts { dtype: F32 sizes: [4, 4] } returns_tuple: false }";
+  Diagnostics d = ValidateText(
+      module + Forward(std::string(kXY) +
+                       "nodes { name: 'd' delegate { module: 'm' args { value: "
+                       "'x' } } tensor { dtype: F32 sizes: [4, 4] } } " +
+                       Output("d")));
+  Diagnostic only = Only(d);
+  EXPECT_EQ(only.code, codes::kModuleOutputNotTensor);
+  EXPECT_EQ(only.message,
+            "output 0 of module 'm' is scalar 'n': a lowered module returns "
+            "tensors");
+  EXPECT_EQ(only.method, "module:m");
+}
+
+TEST(ValidateTest, ProgramDataIsReadWithTheTablesLayout) {
+  const std::string constant =
+      "constants { name: 'w' spec { dtype: F32 sizes: [4, 4] } seed: 1 } ";
+  Diagnostics strides = ValidateText(
+      constant + Forward("nodes { name: 'p' input { kind: PARAMETER target: "
+                         "'w' } tensor { dtype: F32 sizes: [4, 4] strides: "
+                         "[1, 4] } } " +
+                         Output("p")));
+  Diagnostic s = Only(strides);
+  EXPECT_EQ(s.code, codes::kConstantLayout);
+  EXPECT_EQ(FirstNode(s), "p");
+  EXPECT_EQ(s.message,
+            "constant 'w' is stored as f32[4,4] with strides [4,1] and offset "
+            "0, but 'p' reads it as f32[4,4] with strides [1,4] and offset 0");
+  // A storage offset the table does not have (a constant node this time).
+  Diagnostic offset = Only(ValidateText(
+      "constants { name: 'w' spec { dtype: F32 sizes: [4] storage_offset: 2 "
+      "} seed: 1 } " +
+      Forward("nodes { name: 'c' constant { name: 'w' } tensor { dtype: F32 "
+              "sizes: [4] } } " +
+              Output("c"))));
+  EXPECT_EQ(offset.code, codes::kConstantLayout);
+  EXPECT_THAT(offset.message, HasSubstr("stored as f32[4] with strides [1] "
+                                        "and offset 2, but 'c' reads it as "
+                                        "f32[4] with strides [1] and offset "
+                                        "0"));
+}
+
+TEST(ValidateTest, DelegateArgumentsAreLaidOutAsCompiled) {
+  // x is offset by 16 elements in its storage; the module was compiled for
+  // offset 0.
+  Diagnostics d = ValidateText(
+      Module("cuda:0") +
+      Forward("nodes { name: 'x' input { kind: USER_INPUT } tensor { dtype: "
+              "F32 sizes: [4, 4] storage_offset: 16 } } "
+              "nodes { name: 'y' input { kind: USER_INPUT } tensor { dtype: "
+              "F32 sizes: [4, 4] } } " +
+              DelegateCall(kTupleResult) +
+              "nodes { name: 'g' getitem { source: 'd' index: 0 } tensor { "
+              "dtype: F32 sizes: [4, 4] } } " +
+              Output("g")));
+  Diagnostic only = Only(d);
+  EXPECT_EQ(only.code, codes::kDelegateLayout);
+  EXPECT_THAT(only.nodes, ElementsAre("d", "x"));
+  EXPECT_EQ(only.message,
+            "argument 0 'x' of delegate 'd' is laid out as f32[4,4] with "
+            "strides [4,1] and offset 16, but module 'm' was compiled for "
+            "f32[4,4] with strides [4,1] and offset 0");
+}
+
+TEST(ValidateTest, ViewsAndGetItemsStayInsideTheirStorage) {
+  // A custom view (no shape rule) and a getitem reaching past the storage.
+  Diagnostics view = ValidateText(Forward(
+      std::string(kXY) +
+      "nodes { name: 'v' call { op: 'custom::window' schema: "
+      "'custom::window(Tensor(a) self) -> Tensor(a)' args { value: 'x' } } "
+      "tensor { dtype: F32 sizes: [4, 4] storage_offset: 8 } } " +
+      Output("v")));
+  Diagnostic v = Only(view);
+  EXPECT_EQ(v.code, codes::kOutsideStorage);
+  EXPECT_EQ(FirstNode(v), "v");
+  EXPECT_EQ(v.message,
+            "'v' aliases 'x', whose storage has 64 bytes, but its spec "
+            "f32[4,4] with strides [4,1] and offset 8 reaches 96 bytes");
+  Diagnostics getitem = ValidateText(
+      Module("cuda:0") +
+      Forward(std::string(kXY) + DelegateCall(kTupleResult) +
+              "nodes { name: 'g' getitem { source: 'd' index: 0 } tensor { "
+              "dtype: F32 sizes: [4, 4] strides: [8, 1] } } " +
+              Output("g")));
+  Diagnostic g = Only(getitem);
+  EXPECT_EQ(g.code, codes::kOutsideStorage);
+  EXPECT_EQ(FirstNode(g), "g");
+}
+
+TEST(ValidateTest, CopiesKeepTheirSourcesLayout) {
+  Diagnostic d = Only(ValidateText(Forward(
+      std::string(kXY) +
+      "nodes { name: 'c' call { op: 'et_copy::_h2d_copy' args { value: 'x' } "
+      "} tensor { dtype: F32 sizes: [4, 4] strides: [1, 4] device { type: "
+      "'cuda' } } } " +
+      Output("c"))));
+  EXPECT_EQ(d.code, codes::kShapeMismatch);
+  EXPECT_EQ(FirstNode(d), "c");
+  EXPECT_THAT(d.message, HasSubstr("a copy cannot change the layout"));
+}
+
+TEST(ValidateTest, OnlyMetadataOperatorsReturnScalars) {
+  Diagnostic d = Only(ValidateText(Forward(
+      std::string(kXY) +
+      "nodes { name: 'n' call { op: 'custom::count' schema: "
+      "'custom::count(Tensor self) -> int' args { value: 'x' } } scalar: "
+      "SCALAR_INT } " +
+      Output("n"))));
+  EXPECT_EQ(d.code, codes::kScalarFromDataOp);
+  EXPECT_EQ(FirstNode(d), "n");
+  EXPECT_THAT(d.message, HasSubstr("'n' calls 'custom::count', which returns "
+                                   "a scalar but is not a registered "
+                                   "metadata operator"));
+}
+
+TEST(ValidateTest, PlannedValuesLieInsideTheirArenas) {
+  auto program = [](const std::string& x_memory, const std::string& arenas) {
+    return Forward(
+        "nodes { name: 'x' input { kind: USER_INPUT } tensor { dtype: F32 "
+        "sizes: [4, 4] memory { " +
+        x_memory + " } } } " + Output("x") + " " + arenas);
+  };
+  const std::string one_arena = "arenas { device { type: 'cpu' } size: 64 }";
+  EXPECT_THAT(ValidateText(program("size: 64 planned: true", one_arena))
+                  .items(),
+              IsEmpty());
+  Diagnostic arena =
+      Only(ValidateText(program("arena: 1 size: 64 planned: true", one_arena)));
+  EXPECT_EQ(arena.code, codes::kBadPlacement);
+  EXPECT_EQ(arena.message,
+            "'x' is planned in arena 1, but method 'forward' has 1 arena");
+  Diagnostic past_end = Only(
+      ValidateText(program("offset: 32 size: 64 planned: true", one_arena)));
+  EXPECT_EQ(past_end.code, codes::kBadPlacement);
+  EXPECT_EQ(past_end.message,
+            "'x' is planned at offset 32 size 64 of arena 0 (64 bytes), but "
+            "its storage spans 64 bytes");
+  Diagnostic too_small =
+      Only(ValidateText(program("size: 32 planned: true", one_arena)));
+  EXPECT_EQ(too_small.code, codes::kBadPlacement);
+  Diagnostics negative = ValidateText(
+      program("size: 64 planned: true", "arenas { size: -64 }"));
+  ASSERT_FALSE(negative.items().empty());
+  EXPECT_EQ(negative.items()[0].code, codes::kBadPlacement);
+  EXPECT_EQ(negative.items()[0].message,
+            "arena 0 of method 'forward' has negative size -64");
+}
+
+// A module `inner` called from module `outer`, each with a target device.
+std::string NestedDelegate(const std::string& outer_target,
+                           const std::string& inner_target,
+                           const std::string& outer_extra = "") {
+  auto module = [](const std::string& id, const std::string& target,
+                   const std::string& body) {
+    std::string text = "modules { id: '" + id + "' backend: 'B' ";
+    if (!target.empty())
+      text += "compile_specs { key: 'target_device' value: '" + target +
+              "' } ";
+    return text + "graph { name: '" + id + "' " +
+           Input("a", "dtype: F32 sizes: [4, 4]") + body +
+           " } input_layouts { dtype: F32 sizes: [4, 4] } returns_tuple: "
+           "false } ";
+  };
+  return module("inner", inner_target,
+                "nodes { name: 'r' call { op: 'aten::relu' args { value: 'a' "
+                "} } tensor { dtype: F32 sizes: [4, 4] } } " +
+                    Output("r")) +
+         module("outer", outer_target,
+                outer_extra +
+                    "nodes { name: 'call_inner' delegate { module: 'inner' "
+                    "args { value: 'a' } } tensor { dtype: F32 sizes: [4, 4] "
+                    "} } " +
+                    Output("call_inner")) +
+         Forward(std::string(kXY) +
+                 "nodes { name: 'd' delegate { module: 'outer' args { value: "
+                 "'x' } } tensor { dtype: F32 sizes: [4, 4] } } " +
+                 Output("d"));
+}
+
+TEST(ValidateTest, NestedDelegatesRunOnTheirParentsDevice) {
+  EXPECT_THAT(ValidateText(NestedDelegate("cuda:0", "cuda:0")).items(),
+              IsEmpty());
+  EXPECT_THAT(ValidateText(NestedDelegate("cuda:0", "cpu")).items(),
+              IsEmpty());
+  Diagnostic other = Only(ValidateText(NestedDelegate("cuda:0", "cuda:1")));
+  EXPECT_EQ(other.code, codes::kNestedDelegateDevice);
+  EXPECT_EQ(FirstNode(other), "call_inner");
+  EXPECT_EQ(other.message,
+            "delegate 'call_inner' inside module 'outer' (on cuda:0) calls "
+            "module 'inner' on cuda:1: a nested delegate must target its "
+            "parent's device");
+  Diagnostic from_host = Only(ValidateText(NestedDelegate("", "cuda:0")));
+  EXPECT_EQ(from_host.code, codes::kNestedDelegateDevice);
+}
+
+TEST(ValidateTest, DeviceModulesHoldNoHostDeviceCopies) {
+  const std::string copy =
+      "nodes { name: 'c' call { op: 'et_copy::_d2h_copy' args { value: 'a' } "
+      "} tensor { dtype: F32 sizes: [4, 4] } } ";
+  EXPECT_THAT(ValidateText(NestedDelegate("", "", copy)).items(), IsEmpty());
+  Diagnostic d = Only(ValidateText(NestedDelegate("cuda:0", "", copy)));
+  EXPECT_EQ(d.code, codes::kCopyInDeviceModule);
+  EXPECT_EQ(FirstNode(d), "c");
+  EXPECT_EQ(d.method, "module:outer");
+}
+
+// A node schema whose result aliases storage no argument has is refused at
+// import (FERRY-E0111), naming the node.
+TEST(ValidateTest, InconsistentAliasSchemaIsABadSchema) {
+  v1::Program proto;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      Forward(std::string(kXY) +
+              "nodes { name: 'v' call { op: 'custom::v' schema: "
+              "'custom::v(Tensor(a) self) -> Tensor(b)' args { value: 'x' } } "
+              "tensor { dtype: F32 sizes: [4, 4] } } " +
+              Output("v")),
+      &proto));
+  Diagnostics diagnostics;
+  ImportProgram(proto, diagnostics);
+  Diagnostic d = Only(diagnostics);
+  EXPECT_EQ(d.code, codes::kBadSchema);
+  EXPECT_EQ(FirstNode(d), "v");
+  EXPECT_THAT(d.message, HasSubstr("return 0 is in alias set 'b', which no "
+                                   "parameter has"));
+}
+
+// --- The module call graph (E0406-E0408)
+// ----------------------------------------------------------------------
+
+// Modules m0 .. m<depth-1> on the host, each calling the next from `calls`
+// (1 or 2) delegates (summed), the last computing relu; `cycle`: the last
+// calls m0 instead. The method calls m0 once.
+std::string NestedModules(int depth, int calls = 1, bool cycle = false) {
+  auto delegate = [](const std::string& name, const std::string& module) {
+    return "nodes { name: '" + name + "' delegate { module: '" + module +
+           "' args { value: 'a' } } tensor { dtype: F32 sizes: [4] } } ";
+  };
+  std::string text;
+  for (int k = 0; k < depth; ++k) {
+    const std::string id = "m" + std::to_string(k);
+    const bool last = k == depth - 1;
+    const std::string callee =
+        last ? (cycle ? "m0" : "") : "m" + std::to_string(k + 1);
+    std::string body = Input("a", "dtype: F32 sizes: [4]");
+    std::string result = "r";
+    if (callee.empty()) {
+      body += "nodes { name: 'r' call { op: 'aten::relu' args { value: 'a' } "
+              "} tensor { dtype: F32 sizes: [4] } } ";
+    } else {
+      body += delegate("r", callee);
+      if (calls == 2) {
+        body += delegate("r1", callee) +
+                "nodes { name: 's' call { op: 'aten::add.Tensor' args { "
+                "value: 'r' } args { value: 'r1' } } tensor { dtype: F32 "
+                "sizes: [4] } } ";
+        result = "s";
+      }
+    }
+    text += "modules { id: '" + id + "' backend: 'FerryHostBackend' graph { "
+            "name: '" + id + "' " + body + Output(result) +
+            " } input_layouts { dtype: F32 sizes: [4] } returns_tuple: false "
+            "} ";
+  }
+  return text + Forward(Input("x", "dtype: F32 sizes: [4]") +
+                        "nodes { name: 'y' delegate { module: 'm0' args { "
+                        "value: 'x' } } tensor { dtype: F32 sizes: [4] } } " +
+                        Output("y"));
+}
+
+TEST(ValidateTest, AModuleCallingItselfIsACycle) {
+  Diagnostic d = Only(ValidateText(NestedModules(1, 1, /*cycle=*/true)));
+  EXPECT_EQ(d.code, codes::kModuleCycle);
+  EXPECT_EQ(d.method, "module:m0");
+  EXPECT_EQ(FirstNode(d), "r");
+  EXPECT_EQ(d.message,
+            "module 'm0' calls itself (delegate 'r'): lowered modules cannot "
+            "recurse");
+}
+
+TEST(ValidateTest, ModulesCallingEachOtherAreACycle) {
+  Diagnostic two = Only(ValidateText(NestedModules(2, 1, /*cycle=*/true)));
+  EXPECT_EQ(two.code, codes::kModuleCycle);
+  EXPECT_EQ(two.method, "module:m1");
+  EXPECT_EQ(FirstNode(two), "r");
+  EXPECT_EQ(two.message,
+            "lowered modules call each other in a cycle: 'm0' -> 'm1' -> "
+            "'m0'; lowered modules cannot recurse");
+  // A long cycle names its ends.
+  Diagnostic long_cycle =
+      Only(ValidateText(NestedModules(100, 1, /*cycle=*/true)));
+  EXPECT_EQ(long_cycle.code, codes::kModuleCycle);
+  EXPECT_THAT(long_cycle.message,
+              HasSubstr("'m0' -> 'm1' -> 'm2' -> 'm3' -> ... (93 more) -> "
+                        "'m97' -> 'm98' -> 'm99' -> 'm0'"));
+}
+
+TEST(ValidateTest, ModuleNestingIsBounded) {
+  EXPECT_THAT(ValidateText(NestedModules(kMaxModuleNesting)).items(),
+              IsEmpty());
+  Diagnostic one_more = Only(ValidateText(NestedModules(65)));
+  EXPECT_EQ(one_more.code, codes::kModuleNestingTooDeep);
+  EXPECT_THAT(one_more.message, HasSubstr("chain of 65 nested"));
+  // 8,000 levels: one diagnostic, found without recursion.
+  Diagnostic deep = Only(ValidateText(NestedModules(8000)));
+  EXPECT_EQ(deep.code, codes::kModuleNestingTooDeep);
+  EXPECT_EQ(deep.method, "module:m0");
+  EXPECT_EQ(FirstNode(deep), "r");
+  EXPECT_EQ(deep.message,
+            "module 'm0' starts a chain of 8000 nested lowered modules ('m0' "
+            "-> 'm1' -> 'm2' -> 'm3' -> ... (7992 more) -> 'm7996' -> 'm7997' "
+            "-> 'm7998' -> 'm7999'); at most 64 may nest");
+}
+
+TEST(ValidateTest, ModuleCallsMayNotMultiplyWithoutBound) {
+  // Two calls per level: 2^39 instances of m39.
+  Diagnostic d = Only(ValidateText(NestedModules(40, /*calls=*/2)));
+  EXPECT_EQ(d.code, codes::kModuleExpansionTooLarge);
+  EXPECT_EQ(d.method, "forward");
+  EXPECT_EQ(d.message,
+            "method 'forward' instantiates more than 2000000 nodes through "
+            "its delegates' modules (each call of a module instantiates its "
+            "graph once)");
+  EXPECT_THAT(ValidateText(NestedModules(10, /*calls=*/2)).items(), IsEmpty());
 }
 
 // --- Robustness

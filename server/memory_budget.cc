@@ -1,0 +1,34 @@
+#include "server/memory_budget.h"
+
+#include <limits>
+
+namespace ferry {
+
+int64_t RequestMemoryEstimate(int64_t wire_bytes) {
+  int64_t scaled = 0, total = 0;
+  if (wire_bytes < 0 ||
+      __builtin_mul_overflow(wire_bytes, kRequestMemoryFactor, &scaled) ||
+      __builtin_add_overflow(scaled, kRequestMemoryBaseBytes, &total))
+    return std::numeric_limits<int64_t>::max();
+  return total;
+}
+
+bool MemoryBudget::TryCharge(int64_t bytes) {
+  if (bytes < 0) return false;
+  int64_t used = used_.load();
+  while (true) {
+    int64_t next = 0;
+    if (__builtin_add_overflow(used, bytes, &next)) return false;
+    if (limit_ > 0 && next > limit_) return false;
+    if (used_.compare_exchange_weak(used, next)) return true;
+  }
+}
+
+void MemoryBudget::Release(int64_t bytes) { used_.fetch_sub(bytes); }
+
+std::optional<MemoryBudget::Charge> MemoryBudget::TryReserve(int64_t bytes) {
+  if (!TryCharge(bytes)) return std::nullopt;
+  return Charge(this, bytes);
+}
+
+}  // namespace ferry

@@ -1,0 +1,121 @@
+// ferry_fuzz_seeds SOURCE_ROOT OUT_DIR: writes the fuzzers' seed inputs.
+//  OUT_DIR/pipeline/, OUT_DIR/verify/: every tests/conformance/*/request.textproto
+//    and examples/*.textproto as a binary ferry.v1.LowerRequest;
+//  OUT_DIR/schema/: every schema string of the operator registry
+//    (passes/op_registry.cc, adjacent string literals joined).
+// scripts/fuzz runs it before each fuzzing session.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "ferry/v1/program.pb.h"
+#include "passes/proto_io.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string ReadFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+bool WriteFile(const fs::path& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << bytes;
+  return static_cast<bool>(out);
+}
+
+// The text of the C++ string literal starting at `text[*pos]` (a '"'),
+// with simple escapes undone; *pos moves past it.
+std::string ReadLiteral(const std::string& text, size_t* pos) {
+  std::string out;
+  size_t i = *pos + 1;
+  for (; i < text.size() && text[i] != '"'; ++i) {
+    if (text[i] == '\\' && i + 1 < text.size()) ++i;
+    out += text[i];
+  }
+  *pos = i + 1;
+  return out;
+}
+
+// Each registry row starts with `{"`; its schema may be split into
+// adjacent literals.
+std::vector<std::string> RegistrySchemas(const std::string& source) {
+  std::vector<std::string> schemas;
+  size_t pos = 0;
+  while ((pos = source.find("{\"", pos)) != std::string::npos) {
+    ++pos;
+    std::string schema = ReadLiteral(source, &pos);
+    for (;;) {
+      size_t next = source.find_first_not_of(" \t\r\n", pos);
+      if (next == std::string::npos || source[next] != '"') break;
+      pos = next;
+      schema += ReadLiteral(source, &pos);
+    }
+    if (schema.find("::") != std::string::npos &&
+        schema.find('(') != std::string::npos)
+      schemas.push_back(schema);
+  }
+  return schemas;
+}
+
+// "tests/conformance/A1_x/request.textproto" -> "conformance_A1_x".
+std::string SeedName(const fs::path& file) {
+  if (file.filename() == "request.textproto")
+    return "conformance_" + file.parent_path().filename().string();
+  return "example_" + file.stem().string();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: ferry_fuzz_seeds SOURCE_ROOT OUT_DIR\n");
+    return 2;
+  }
+  const fs::path root = argv[1], out = argv[2];
+  for (const char* target : {"schema", "pipeline", "verify"})
+    fs::create_directories(out / target);
+
+  std::vector<fs::path> requests;
+  for (const auto& dir : fs::directory_iterator(root / "tests/conformance"))
+    if (fs::exists(dir.path() / "request.textproto"))
+      requests.push_back(dir.path() / "request.textproto");
+  for (const auto& file : fs::directory_iterator(root / "examples"))
+    if (file.path().extension() == ".textproto") requests.push_back(file);
+
+  int written = 0, failed = 0;
+  for (const fs::path& file : requests) {
+    ferry::v1::LowerRequest request;
+    bool bare = false;
+    absl::Status status =
+        ferry::ParseRequest(ReadFile(file), ferry::FileFormat::kText,
+                            file.string(), &request, &bare);
+    if (!status.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(status.message()).c_str());
+      ++failed;
+      continue;
+    }
+    std::string bytes;
+    request.SerializeToString(&bytes);
+    for (const char* target : {"pipeline", "verify"})
+      written += WriteFile(out / target / SeedName(file), bytes) ? 1 : 0;
+  }
+
+  const std::vector<std::string> schemas =
+      RegistrySchemas(ReadFile(root / "passes/op_registry.cc"));
+  for (size_t i = 0; i < schemas.size(); ++i)
+    written += WriteFile(out / "schema" / ("registry_" + std::to_string(i)),
+                         schemas[i])
+                   ? 1
+                   : 0;
+  std::printf("%d seed files in %s (%zu requests, %zu schemas, %d unreadable)\n",
+              written, out.c_str(), requests.size(), schemas.size(), failed);
+  return failed == 0 && !schemas.empty() ? 0 : 1;
+}
