@@ -4,8 +4,8 @@
 
 #include <chrono>
 #include <exception>
-#include <new>
 #include <map>
+#include <new>
 
 #include "absl/strings/str_cat.h"
 #include "ferry/v1/program.pb.h"

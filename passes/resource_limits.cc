@@ -124,22 +124,22 @@ std::optional<int64_t> TensorBytes(const TensorSpec& spec) {
 }
 
 std::string ResourceViolation::Description() const {
-  std::string needs = bytes == kOverflow ? std::string("more than 2^63")
-                                         : absl::StrCat(bytes);
+  std::string needs =
+      bytes == kOverflow ? std::string("more than 2^63") : absl::StrCat(bytes);
   if (limit == "max_verify_bytes")
-    return absl::StrCat("verification needs ", needs, " bytes (largest: ",
-                        subject, "), over ", limit, " (", allowed, ")");
+    return absl::StrCat("verification needs ", needs,
+                        " bytes (largest: ", subject, "), over ", limit, " (",
+                        allowed, ")");
   return absl::StrCat(subject, " needs ", needs, " bytes, over ", limit, " (",
                       allowed, ")");
 }
 
 absl::Status ResourceLimitError(const ResourceViolation& violation) {
   absl::Status status = absl::ResourceExhaustedError(violation.Description());
-  status.SetPayload(kViolationPayload,
-                    absl::Cord(absl::StrCat(violation.limit, "\n",
-                                            violation.bytes, "\n",
-                                            violation.allowed, "\n",
-                                            violation.subject)));
+  status.SetPayload(
+      kViolationPayload,
+      absl::Cord(absl::StrCat(violation.limit, "\n", violation.bytes, "\n",
+                              violation.allowed, "\n", violation.subject)));
   return status;
 }
 
@@ -164,7 +164,8 @@ std::string NodeSubject(absl::string_view method, absl::string_view node) {
   return absl::StrCat("program.methods['", method, "'].nodes['", node, "']");
 }
 
-std::string ModuleNodeSubject(absl::string_view module, absl::string_view node) {
+std::string ModuleNodeSubject(absl::string_view module,
+                              absl::string_view node) {
   return absl::StrCat("program.modules['", module, "'].nodes['", node, "']");
 }
 
@@ -180,9 +181,9 @@ absl::Status CheckTensorBytes(const Program& program,
     return bytes.value_or(kOverflow);
   };
   auto error = [&](std::string subject, int64_t bytes) {
-    return ResourceLimitError(ResourceViolation{
-        "max_tensor_bytes", std::move(subject), bytes,
-        limits.max_tensor_bytes});
+    return ResourceLimitError(ResourceViolation{"max_tensor_bytes",
+                                                std::move(subject), bytes,
+                                                limits.max_tensor_bytes});
   };
   for (const Constant& constant : program.constants)
     if (std::optional<int64_t> bytes = over(constant.spec))
@@ -209,9 +210,9 @@ absl::Status CheckTensorBytes(const Program& program,
     if (!status.ok()) return status;
     for (const TensorSpec& layout : module.input_layouts)
       if (std::optional<int64_t> bytes = over(layout))
-        return error(absl::StrCat("program.modules['", module.id,
-                                  "'].input_layouts"),
-                     *bytes);
+        return error(
+            absl::StrCat("program.modules['", module.id, "'].input_layouts"),
+            *bytes);
   }
   return absl::OkStatus();
 }

@@ -79,8 +79,7 @@ absl::Status CheckTensorBytes(const Program& program,
 
 // The most bytes a lowering of a `request_bytes` request may produce:
 // max_expansion * max(request_bytes, kExpansionFloorBytes).
-int64_t ExpansionAllowance(int64_t request_bytes,
-                           const ResourceLimits& limits);
+int64_t ExpansionAllowance(int64_t request_bytes, const ResourceLimits& limits);
 
 // Bytes of constant data a program carries (the bulk of a lowered program).
 int64_t ConstantDataBytes(const Program& program);

@@ -1114,7 +1114,8 @@ class ModuleCallGraph {
   };
 
   // Depth-first search with an explicit stack; a call to a module that is
-  // on the stack closes a cycle, reported once, naming the modules on it.
+  // on the stack closes a cycle, reported (once per calling module) naming
+  // the modules on it.
   // Leaves `postorder_` (callees before callers) when there is none.
   bool CheckAcyclic() {
     const int32_t count = static_cast<int32_t>(calls_.size());
@@ -1125,6 +1126,7 @@ class ModuleCallGraph {
       size_t next_call;
     };
     bool acyclic = true;
+    std::vector<char> reported(count, 0);  // one cycle per calling module
     for (int32_t start = 0; start < count; ++start) {
       if (state[start] != kNew) continue;
       std::vector<Frame> stack = {{start, 0}};
@@ -1142,7 +1144,8 @@ class ModuleCallGraph {
           state[call.callee] = kOnStack;
           stack.push_back({call.callee, 0});
         } else if (state[call.callee] == kOnStack) {
-          ReportCycle(stack, call);
+          if (!reported[top.module]) ReportCycle(stack, call);
+          reported[top.module] = 1;
           acyclic = false;
         }
       }

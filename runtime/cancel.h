@@ -46,8 +46,7 @@ class CancelToken {
   using Clock = std::chrono::steady_clock;
 
   // A token that also stops when `parent` does (the parent must outlive it).
-  explicit CancelToken(const CancelToken* parent = nullptr)
-      : parent_(parent) {}
+  explicit CancelToken(const CancelToken* parent = nullptr) : parent_(parent) {}
   CancelToken(const CancelToken&) = delete;
   CancelToken& operator=(const CancelToken&) = delete;
 

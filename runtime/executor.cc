@@ -1326,7 +1326,8 @@ Executor::Locations MethodInstance::Where() const {
   }
   for (const Argument* arg : outputs_) {
     std::optional<Device> device;
-    if (arg->kind == ArgKind::kValue &&
+    if (arg->kind == ArgKind::kValue && arg->value.node >= 0 &&
+        arg->value.node < static_cast<int32_t>(slots_.size()) &&
         !(arg->value.element < 0 && slots_[arg->value.node].scalar)) {
       absl::StatusOr<TensorBinding> binding = BindingOf(arg->value);
       if (binding.ok()) device = binding->storage.memory->device();

@@ -95,12 +95,11 @@ absl::Status GemmBlas(const TensorView& a, const TensorView& b,
         av.bytes() + row * (ab.trans == CblasNoTrans ? ab.ld : 1) * es;
     std::byte* c_block = cv.bytes() + row * cb.ld * es;
     if (a.dtype == DType::kF32) {
-      cblas_sgemm(CblasRowMajor, ab.trans, bb.trans, rows, N, K,
-                  static_cast<float>(alpha),
-                  reinterpret_cast<const float*>(a_block), ab.ld,
-                  static_cast<const float*>(bv.data), bb.ld,
-                  static_cast<float>(beta), reinterpret_cast<float*>(c_block),
-                  cb.ld);
+      cblas_sgemm(
+          CblasRowMajor, ab.trans, bb.trans, rows, N, K,
+          static_cast<float>(alpha), reinterpret_cast<const float*>(a_block),
+          ab.ld, static_cast<const float*>(bv.data), bb.ld,
+          static_cast<float>(beta), reinterpret_cast<float*>(c_block), cb.ld);
     } else {
       cblas_dgemm(CblasRowMajor, ab.trans, bb.trans, rows, N, K, alpha,
                   reinterpret_cast<const double*>(a_block), ab.ld,

@@ -322,8 +322,9 @@ absl::StatusOr<VerifyReport> VerifyUnguarded(const Program& original,
   if (!mode.ok()) return mode.status();
   int64_t given_bytes = 0;
   for (const GivenInput& given : options.inputs)
-    given_bytes = CheckedAdd(given_bytes, static_cast<int64_t>(given.data.size()))
-                      .value_or(std::numeric_limits<int64_t>::max());
+    given_bytes =
+        CheckedAdd(given_bytes, static_cast<int64_t>(given.data.size()))
+            .value_or(std::numeric_limits<int64_t>::max());
   if (absl::StatusOr<int64_t> bytes =
           VerifyBytes(original, lowered, given_bytes, options.limits);
       !bytes.ok())

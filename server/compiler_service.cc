@@ -212,8 +212,7 @@ class CompilerService::Call final : public grpc::ServerUnaryReactor {
   // and serializes `response` into `wire` when it finishes OK.
   template <typename Request, typename Response>
   void OwnMessages(std::unique_ptr<Request> request,
-                   std::unique_ptr<Response> response,
-                   grpc::ByteBuffer* wire) {
+                   std::unique_ptr<Response> response, grpc::ByteBuffer* wire) {
     Response* out = response.get();
     owned_request_ = std::move(request);
     owned_response_ = std::move(response);
@@ -452,8 +451,9 @@ std::chrono::milliseconds CompilerService::EstimatedRetryDelay() const {
     // A job running now takes at least as long as it has run so far (the
     // only measurement before the first job finishes).
     if (!running_job_starts_.empty()) {
-      per_job_ms = std::max(
-          per_job_ms, MillisBetween(*running_job_starts_.begin(), Clock::now()));
+      per_job_ms =
+          std::max(per_job_ms,
+                   MillisBetween(*running_job_starts_.begin(), Clock::now()));
     }
   }
   // Time for the jobs ahead of a retry to get through the workers: the
@@ -500,7 +500,8 @@ void CompilerService::RecordPasses(const v1::LowerStats& stats) {
 // Lower
 
 template <typename Request, typename Response>
-bool CompilerService::ParseWire(Call* call, const grpc::ByteBuffer* wire_request,
+bool CompilerService::ParseWire(Call* call,
+                                const grpc::ByteBuffer* wire_request,
                                 grpc::ByteBuffer* wire_response,
                                 Request** request, Response** response) {
   auto parsed = std::make_unique<Request>();
@@ -510,10 +511,9 @@ bool CompilerService::ParseWire(Call* call, const grpc::ByteBuffer* wire_request
   if (!status.ok()) {
     call->Complete(InvalidFieldError(
         "request",
-        absl::StrCat("the request is not a valid ",
-                     Request::descriptor()->full_name(),
-                     " (protobuf parsing failed: ", status.error_message(),
-                     ")"),
+        absl::StrCat(
+            "the request is not a valid ", Request::descriptor()->full_name(),
+            " (protobuf parsing failed: ", status.error_message(), ")"),
         "UNPARSEABLE_REQUEST"));
     return false;
   }
@@ -646,10 +646,9 @@ void CompilerService::RunLowerFlight(LowerFlight& flight) {
       ferry::Lower(*flight.request, keep_going, options_.limits);
   RecordJobTime(Clock::now() - start);
   if (!result.ok()) {
-    grpc::Status status =
-        result.status().code() == absl::StatusCode::kCancelled
-            ? CallCancelledError("between passes")
-            : JobError(result.status(), "lowering");
+    grpc::Status status = result.status().code() == absl::StatusCode::kCancelled
+                              ? CallCancelledError("between passes")
+                              : JobError(result.status(), "lowering");
     FinishLowerFlight(flight, status, nullptr, nullptr);
     return;
   }
@@ -797,7 +796,8 @@ grpc::ServerUnaryReactor* CompilerService::StartVerify(
     } catch (const std::bad_alloc&) {
       failed = OutOfMemoryError("while verifying", EstimatedRetryDelay());
     } catch (const std::exception& e) {
-      failed = InternalRpcError(absl::StrCat("verification failed: ", e.what()));
+      failed =
+          InternalRpcError(absl::StrCat("verification failed: ", e.what()));
     } catch (...) {
       failed = InternalRpcError("verification failed: unknown exception");
     }
@@ -861,10 +861,9 @@ void CompilerService::RunVerify(Call* call, const v1::VerifyRequest& request,
   // What verification will allocate, within the per-request limit and then
   // charged to the process budget, before anything is allocated.
   options.limits = options_.limits;
-  absl::StatusOr<int64_t> verify_bytes =
-      VerifyBytes(original, lowered->program,
-                  static_cast<int64_t>(request.inputs().ByteSizeLong()),
-                  options_.limits);
+  absl::StatusOr<int64_t> verify_bytes = VerifyBytes(
+      original, lowered->program,
+      static_cast<int64_t>(request.inputs().ByteSizeLong()), options_.limits);
   if (!verify_bytes.ok()) {
     metrics_.RecordVerification("none", "error");
     call->Complete(JobError(verify_bytes.status(), "verification"));

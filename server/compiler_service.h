@@ -26,8 +26,8 @@
 
 #include "absl/strings/string_view.h"
 #include "ferry/v1/compiler.grpc.pb.h"
-#include "runtime/cancel.h"
 #include "passes/resource_limits.h"
+#include "runtime/cancel.h"
 #include "server/executor.h"
 #include "server/memory_budget.h"
 #include "server/metrics.h"
@@ -67,10 +67,9 @@ inline constexpr char kCacheControlHeader[] = "ferry-cache";
 // methods): the request is parsed here, so that bytes that do not parse get
 // INVALID_ARGUMENT saying so, logged and counted like every other call,
 // instead of gRPC's bare UNIMPLEMENTED.
-class CompilerService final
-    : public v1::Compiler::WithRawCallbackMethod_Lower<
-          v1::Compiler::WithRawCallbackMethod_Verify<
-              v1::Compiler::CallbackService>> {
+class CompilerService final : public v1::Compiler::WithRawCallbackMethod_Lower<
+                                  v1::Compiler::WithRawCallbackMethod_Verify<
+                                      v1::Compiler::CallbackService>> {
  public:
   CompilerService(ServiceOptions options, BoundedExecutor& executor,
                   ServiceMetrics& metrics, Logger& logger);

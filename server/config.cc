@@ -306,6 +306,14 @@ absl::StatusOr<CommandLine> ParseCommandLine(
       command_line.probe_service = value;
       continue;
     }
+    if (name == "probe-tls-ca") {
+      command_line.probe_tls_ca = value;
+      continue;
+    }
+    if (name == "probe-server-name") {
+      command_line.probe_server_name = value;
+      continue;
+    }
     if (absl::Status status =
             ApplyKey(name, value, "command line", command_line.config);
         !status.ok()) {
@@ -356,7 +364,8 @@ absl::Status ValidateConfig(const ServerConfig& config) {
 std::string Usage() {
   std::string usage =
       "usage: ferryd [--config FILE] [--KEY VALUE | --KEY=VALUE]...\n"
-      "       ferryd --probe HOST:PORT [--probe-service NAME]\n\n"
+      "       ferryd --probe HOST:PORT [--probe-service NAME]\n"
+      "              [--probe-tls-ca FILE [--probe-server-name NAME]]\n\n"
       "The Ferry compilation service (gRPC ferry.v1.Compiler).\n"
       "A config file holds the same keys, one 'key = value' per line.\n\n";
   for (const Key& key : Keys()) {

@@ -67,6 +67,10 @@ struct CommandLine {
   // the container's health check); `--probe-service` names the service.
   std::string probe_address;
   std::string probe_service;
+  // `--probe-tls-ca FILE`: probe over TLS, trusting FILE's CAs;
+  // `--probe-server-name NAME`: the name to expect in the certificate.
+  std::string probe_tls_ca;
+  std::string probe_server_name;
 };
 
 // Parses `--key=value` / `--key value` flags. `--config FILE` is read first

@@ -63,8 +63,7 @@ absl::Status CheckKeyMatchesCertificate(const ServerConfig& config,
                                         const std::string& key_pem) {
   auto bio_of = [](const std::string& text) {
     return std::unique_ptr<BIO, decltype(&BIO_free)>(
-        BIO_new_mem_buf(text.data(), static_cast<int>(text.size())),
-        &BIO_free);
+        BIO_new_mem_buf(text.data(), static_cast<int>(text.size())), &BIO_free);
   };
   auto cert_bio = bio_of(cert_pem);
   std::unique_ptr<X509, decltype(&X509_free)> cert(
@@ -132,6 +131,10 @@ int64_t ResponseLimit(int64_t max_message_bytes) {
   return std::min<int64_t>(4 * max_message_bytes,
                            std::numeric_limits<int32_t>::max());
 }
+
+static_assert(FerryServer::kAbortWait + FerryServer::kTransportCloseWait <
+                  kDrainExitMargin,
+              "the drain's steps after the grace fit in ferryd's exit margin");
 
 }  // namespace
 
@@ -263,8 +266,7 @@ bool FerryServer::Drain(std::chrono::milliseconds grace) {
           .Int("in_flight", executor_->queued() + executor_->running()));
   // 1. Readiness fails, so endpoints stop sending new work. Liveness ("")
   // stays SERVING: a draining pod is healthy and must not be restarted.
-  grpc::HealthCheckServiceInterface* health =
-      server_->GetHealthCheckService();
+  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
   health->SetServingStatus(kHealthCompiler, false);
   health->SetServingStatus(kHealthGpu, false);
   // 2. New calls are refused; accepted work continues.

@@ -29,6 +29,11 @@ namespace {
 int Probe(const ferry::CommandLine& command_line) {
   ferry::ClientOptions options;
   options.target = command_line.probe_address;
+  if (!command_line.probe_tls_ca.empty()) {
+    options.tls.enabled = true;
+    options.tls.root_ca_file = command_line.probe_tls_ca;
+    options.tls.server_name_override = command_line.probe_server_name;
+  }
   options.default_deadline = std::chrono::seconds(3);
   options.retry.max_attempts = 1;
   absl::StatusOr<std::unique_ptr<ferry::Client>> client =
@@ -95,8 +100,8 @@ int main(int argc, char** argv) {
   const std::chrono::milliseconds grace = command_line->config.drain_grace;
   std::thread([grace] {
     std::this_thread::sleep_for(grace + ferry::kDrainExitMargin);
-    std::cerr << "{\"event\":\"drain_timeout\",\"grace_ms\":"
-              << grace.count() << "}" << std::endl;
+    std::cerr << "{\"event\":\"drain_timeout\",\"grace_ms\":" << grace.count()
+              << "}" << std::endl;
     std::_Exit(0);
   }).detach();
   if (!(*server)->Drain(grace)) {

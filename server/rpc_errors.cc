@@ -76,7 +76,8 @@ std::string FieldPath(const Diagnostic& diagnostic) {
 std::string TruncateUtf8(absl::string_view text, size_t max_bytes) {
   if (text.size() <= max_bytes) return std::string(text);
   constexpr absl::string_view kEllipsis = "...";
-  if (max_bytes < kEllipsis.size()) return std::string(kEllipsis.substr(0, max_bytes));
+  if (max_bytes < kEllipsis.size())
+    return std::string(kEllipsis.substr(0, max_bytes));
   size_t end = max_bytes - kEllipsis.size();
   // Back up to the start of a character: never split a UTF-8 sequence.
   while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) {
@@ -154,17 +155,16 @@ grpc::Status ResourceLimitRpcError(const ResourceViolation& violation) {
   google::rpc::QuotaFailure quota;
   google::rpc::QuotaFailure::Violation* detail = quota.add_violations();
   detail->set_subject(Text(violation.subject));
-  detail->set_description(Text(absl::StrCat(
-      violation.Description(), " (see GetCapabilities.limits)")));
-  absl::string_view reason = violation.limit == "max_verify_bytes"
-                                 ? "VERIFY_TOO_LARGE"
-                             : violation.limit == "max_expansion"
-                                 ? "EXPANSION_TOO_LARGE"
-                                 : "TENSOR_TOO_LARGE";
-  return RichStatus(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                    absl::StrCat("over a resource limit: ",
-                                 violation.Description()),
-                    reason)
+  detail->set_description(Text(
+      absl::StrCat(violation.Description(), " (see GetCapabilities.limits)")));
+  absl::string_view reason =
+      violation.limit == "max_verify_bytes" ? "VERIFY_TOO_LARGE"
+      : violation.limit == "max_expansion"  ? "EXPANSION_TOO_LARGE"
+                                            : "TENSOR_TOO_LARGE";
+  return RichStatus(
+             grpc::StatusCode::RESOURCE_EXHAUSTED,
+             absl::StrCat("over a resource limit: ", violation.Description()),
+             reason)
       .Add(quota)
       .Build();
 }
@@ -174,9 +174,9 @@ grpc::Status MemoryBudgetError(int64_t needed, int64_t used, int64_t limit,
   google::rpc::QuotaFailure quota;
   google::rpc::QuotaFailure::Violation* violation = quota.add_violations();
   violation->set_subject("memory");
-  std::string description = absl::StrCat(
-      "the call needs an estimated ", needed, " bytes; ", used, " of the ",
-      limit, "-byte memory budget are in use");
+  std::string description =
+      absl::StrCat("the call needs an estimated ", needed, " bytes; ", used,
+                   " of the ", limit, "-byte memory budget are in use");
   violation->set_description(description);
   return RichStatus(grpc::StatusCode::RESOURCE_EXHAUSTED,
                     absl::StrCat("server memory budget full: ", description,
@@ -190,8 +190,7 @@ grpc::Status MemoryBudgetError(int64_t needed, int64_t used, int64_t limit,
 grpc::Status OutOfMemoryError(absl::string_view where,
                               std::chrono::milliseconds retry_after) {
   return RichStatus(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                    absl::StrCat("out of memory ", where),
-                    "OUT_OF_MEMORY")
+                    absl::StrCat("out of memory ", where), "OUT_OF_MEMORY")
       .Add(RetryAfter(retry_after))
       .Build();
 }

@@ -112,6 +112,7 @@ int RunCaps(const Args& args) {
       "limits:          request %s, %lld nodes, response %s\n"
       "jobs:            %d at once, %d queued\n"
       "deadlines:       default %s, max %s\n"
+      "resources:       tensor %s, verify %s, expansion %lldx, memory %s\n"
       "passes:          %s\n"
       "lower options:   %s\n"
       "partitioners:    %s\n"
@@ -128,6 +129,11 @@ int RunCaps(const Args& args) {
       Bytes(limits.max_response_bytes()).c_str(), limits.max_concurrent_jobs(),
       limits.queue_depth(), Seconds(limits.default_deadline_ms()).c_str(),
       Seconds(limits.max_deadline_ms()).c_str(),
+      Bytes(limits.max_tensor_bytes()).c_str(),
+      Bytes(limits.max_verify_bytes()).c_str(),
+      static_cast<long long>(limits.max_expansion()),
+      limits.max_memory_bytes() > 0 ? Bytes(limits.max_memory_bytes()).c_str()
+                                    : "no budget",
       absl::StrJoin(caps->passes(), " ").c_str(),
       absl::StrJoin(caps->lower_options(), " ").c_str(),
       absl::StrJoin(caps->partitioners(), " ").c_str(),

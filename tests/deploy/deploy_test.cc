@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "server/config.h"
+#include "server/ferry_server.h"
 #include "tests/deploy/mini_yaml.h"
 
 namespace ferry::testing {
@@ -121,6 +122,53 @@ const Yaml* FindResource(const std::vector<Yaml>& documents,
   return nullptr;
 }
 
+// A probe's `ferryd --probe ...` exec command, parsed as ferryd does.
+CommandLine ProbeCommand(const Yaml& container, const std::string& probe) {
+  std::vector<std::string> args;
+  if (const Yaml* list = container.Find(probe + ".exec.command")) {
+    for (const Yaml& arg : list->list) args.push_back(arg.scalar);
+  }
+  EXPECT_FALSE(args.empty()) << probe << " runs no command";
+  if (args.empty()) return {};
+  EXPECT_EQ(args[0], "/usr/local/bin/ferryd") << probe;
+  absl::StatusOr<CommandLine> parsed =
+      ParseCommandLine(std::vector<std::string>(args.begin() + 1, args.end()));
+  EXPECT_TRUE(parsed.ok()) << probe << ": " << parsed.status();
+  return parsed.ok() ? *parsed : CommandLine();
+}
+
+// The container's parsed ferryd flags (--config, a file inside the image,
+// left out).
+ServerConfig ContainerConfig(const Yaml& container) {
+  std::vector<std::string> args;
+  if (const Yaml* list = container.Find("args")) {
+    for (const Yaml& arg : list->list) {
+      if (arg.scalar.rfind("--config", 0) != 0) args.push_back(arg.scalar);
+    }
+  }
+  absl::StatusOr<CommandLine> parsed = ParseCommandLine(args);
+  EXPECT_TRUE(parsed.ok()) << parsed.status();
+  return parsed.ok() ? parsed->config : ServerConfig();
+}
+
+// The Secret mounted at the directory holding `path`; "" when none is.
+std::string SecretMountedFor(const Yaml& pod, const Yaml& container,
+                             const std::string& path) {
+  const Yaml* mounts = container.Find("volumeMounts");
+  const Yaml* volumes = pod.Find("volumes");
+  if (mounts == nullptr || volumes == nullptr) return "";
+  for (const Yaml& mount : mounts->list) {
+    std::string dir = ChildStr(&mount, "mountPath");
+    if (dir.empty() || path.rfind(dir + "/", 0) != 0) continue;
+    for (const Yaml& volume : volumes->list) {
+      if (ChildStr(&volume, "name") == ChildStr(&mount, "name")) {
+        return volume.Str("secret.secretName");
+      }
+    }
+  }
+  return "";
+}
+
 // "--drain-grace=30s" among a container's args, in milliseconds.
 int64_t DrainGraceMillis(const Yaml& container) {
   std::vector<std::string> args;
@@ -149,14 +197,39 @@ void ExpectServingPod(const Yaml& deployment, const std::string& readiness,
   const Yaml* container = pod->Find("containers[0]");
   ASSERT_NE(container, nullptr);
 
-  // Native gRPC probes on the health names: liveness on "" (the process),
-  // readiness on the service, never the same.
-  EXPECT_EQ(container->Str("readinessProbe.grpc.port"), "50051");
-  EXPECT_EQ(container->Str("readinessProbe.grpc.service"), readiness);
-  EXPECT_EQ(container->Str("livenessProbe.grpc.port"), "50051");
-  EXPECT_EQ(container->Str("livenessProbe.grpc.service"), "");
-  EXPECT_NE(container->Str("livenessProbe.grpc.service"), readiness);
-  EXPECT_EQ(container->Str("startupProbe.grpc.port"), "50051");
+  // TLS and a bearer token by default, from Secrets mounted read-only.
+  ServerConfig config = ContainerConfig(*container);
+  EXPECT_FALSE(config.tls_cert.empty()) << "no --tls-cert";
+  EXPECT_FALSE(config.tls_key.empty()) << "no --tls-key";
+  EXPECT_FALSE(config.token_file.empty()) << "no --token-file";
+  const std::string tls_secret =
+      SecretMountedFor(*pod, *container, config.tls_cert);
+  EXPECT_EQ(tls_secret, "ferry-tls");
+  EXPECT_EQ(SecretMountedFor(*pod, *container, config.tls_key), tls_secret);
+  EXPECT_EQ(SecretMountedFor(*pod, *container, config.token_file),
+            "ferry-token");
+  if (const Yaml* mounts = container->Find("volumeMounts")) {
+    for (const Yaml& mount : mounts->list) {
+      EXPECT_EQ(ChildStr(&mount, "readOnly"), "true")
+          << ChildStr(&mount, "name");
+    }
+  }
+
+  // Probes on the health names, by `ferryd --probe` over TLS (the
+  // kubelet's gRPC probes cannot do TLS): liveness on "" (the process,
+  // SERVING through a drain), readiness on the service, never the same.
+  CommandLine liveness = ProbeCommand(*container, "livenessProbe");
+  CommandLine ready = ProbeCommand(*container, "readinessProbe");
+  CommandLine startup = ProbeCommand(*container, "startupProbe");
+  for (const CommandLine* probe : {&liveness, &ready, &startup}) {
+    EXPECT_EQ(probe->probe_address, "127.0.0.1:50051");
+    EXPECT_FALSE(probe->probe_tls_ca.empty());
+    EXPECT_EQ(SecretMountedFor(*pod, *container, probe->probe_tls_ca),
+              tls_secret);
+  }
+  EXPECT_EQ(ready.probe_service, readiness);
+  EXPECT_EQ(liveness.probe_service, "");
+  EXPECT_NE(liveness.probe_service, readiness);
 
   // Requests so the scheduler and the HPA can work.
   EXPECT_FALSE(container->Str("resources.requests.cpu").empty());
@@ -179,8 +252,14 @@ void ExpectServingPod(const Yaml& deployment, const std::string& readiness,
   }
   int64_t drain_millis = DrainGraceMillis(*container);
   EXPECT_GT(drain_millis, 0);
-  EXPECT_GT(grace_seconds * 1000, pre_stop_seconds * 1000 + drain_millis)
-      << "terminationGracePeriodSeconds must exceed preStop + --drain-grace";
+  // ferryd exits at the latest kDrainExitMargin after its grace.
+  EXPECT_LE(pre_stop_seconds * 1000 + drain_millis + kDrainExitMargin.count(),
+            grace_seconds * 1000)
+      << "preStop (" << pre_stop_seconds << " s) + --drain-grace ("
+      << drain_millis << " ms) + ferryd's exit margin ("
+      << kDrainExitMargin.count()
+      << " ms) must fit in terminationGracePeriodSeconds (" << grace_seconds
+      << " s)";
 
   // The selector picks the template's pods.
   const Yaml* match = deployment.Find("spec.selector.matchLabels");
@@ -265,6 +344,43 @@ TEST(ManifestTest, RenderedManifestsHaveTheFieldsThatMatter) {
   EXPECT_GE(min_replicas, 2);
   EXPECT_GT(max_replicas, min_replicas);
   EXPECT_TRUE(hpa->Has("spec.metrics[0]"));
+
+  // Only client namespaces reach the pods: gRPC from namespaces labelled
+  // as Ferry clients, metrics from the scraping namespace, nothing else.
+  const Yaml* policy =
+      FindResource(documents, "NetworkPolicy", "ferry-ingress");
+  ASSERT_NE(policy, nullptr);
+  EXPECT_EQ(policy->Str("apiVersion"), "networking.k8s.io/v1");
+  EXPECT_EQ(policy->Str("spec.policyTypes[0]"), "Ingress");
+  std::set<std::string> selected;
+  if (const Yaml* values =
+          policy->Find("spec.podSelector.matchExpressions[0].values")) {
+    EXPECT_EQ(policy->Str("spec.podSelector.matchExpressions[0].key"),
+              "app.kubernetes.io/name");
+    EXPECT_EQ(policy->Str("spec.podSelector.matchExpressions[0].operator"),
+              "In");
+    for (const Yaml& value : values->list) selected.insert(value.scalar);
+  }
+  EXPECT_EQ(selected,
+            (std::set<std::string>{"ferry-compile", "ferry-verify-gpu"}));
+  const Yaml* rules = policy->Find("spec.ingress");
+  ASSERT_NE(rules, nullptr);
+  std::set<std::string> ports;
+  for (const Yaml& rule : rules->list) {
+    const Yaml* from = rule.Find("from");
+    ASSERT_NE(from, nullptr) << "an ingress rule without `from` admits all";
+    for (const Yaml& peer : from->list) {
+      // Namespaces by label only: no ipBlock, no empty selector.
+      EXPECT_FALSE(peer.Has("ipBlock"));
+      const Yaml* labels = peer.Find("namespaceSelector.matchLabels");
+      ASSERT_NE(labels, nullptr);
+      EXPECT_FALSE(labels->map.empty());
+    }
+    const Yaml* rule_ports = rule.Find("ports");
+    ASSERT_NE(rule_ports, nullptr) << "an ingress rule without ports";
+    for (const Yaml& port : rule_ports->list) ports.insert(port.Str("port"));
+  }
+  EXPECT_EQ(ports, (std::set<std::string>{"50051", "9090"}));
 
   const Yaml* pdb =
       FindResource(documents, "PodDisruptionBudget", "ferry-compile");

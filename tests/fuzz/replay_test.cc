@@ -12,14 +12,17 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <ostream>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "ferry/v1/program.pb.h"
 #include "gtest/gtest.h"
+#include "passes/diagnostics.h"
 #include "passes/proto_io.h"
 #include "tests/fuzz/fuzz_entries.h"
+#include "tests/fuzz/proto_mutator.h"
 
 namespace ferry::fuzz {
 namespace {
@@ -122,6 +125,10 @@ std::vector<Regression> Regressions() {
   return out;
 }
 
+void PrintTo(const Regression& regression, std::ostream* out) {
+  *out << regression.path;
+}
+
 class FuzzRegression : public ::testing::TestWithParam<Regression> {};
 
 TEST_P(FuzzRegression, RunsCleanly) {
@@ -139,6 +146,43 @@ INSTANTIATE_TEST_SUITE_P(
                       info.param.path.filename().string());
     });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(FuzzRegression);
+
+// The structure-aware mutator keeps requests requests, and most of them
+// still importable: that is what makes it reach validation and lowering.
+TEST(ProtoMutator, MutantsOfTheConformanceSeedsStayRequests) {
+  int mutants = 0, fallbacks = 0, importable = 0, changed = 0;
+  for (const fs::path& file : InputsIn(kFuzzDir / "corpus" / "pipeline")) {
+    if (!file.filename().string().starts_with("conformance_")) continue;
+    const std::string seed = ReadFile(file);
+    for (unsigned int i = 0; i < 20; ++i) {
+      std::string buffer = seed;
+      buffer.resize(seed.size() + 4096);
+      const size_t size = MutateRequestBytes(
+          reinterpret_cast<uint8_t*>(buffer.data()), seed.size(),
+          buffer.size(), i);
+      ++mutants;
+      if (size == 0) {  // emptied, or grown past the room: libFuzzer's turn
+        ++fallbacks;
+        continue;
+      }
+      buffer.resize(size);
+      changed += buffer != seed ? 1 : 0;
+      v1::LowerRequest request;
+      bool bare = false;
+      ASSERT_TRUE(ParseRequest(buffer, FileFormat::kBinary, "mutant", &request,
+                               &bare)
+                      .ok())
+          << file << " seed " << i;
+      Diagnostics diagnostics;
+      ImportProgram(request.program(), diagnostics);
+      importable += diagnostics.HasErrors() ? 0 : 1;
+    }
+  }
+  ASSERT_GE(mutants, 200);
+  EXPECT_LE(fallbacks, mutants / 20);
+  EXPECT_GE(changed, mutants * 9 / 10);
+  EXPECT_GE(importable, mutants / 4);
+}
 
 }  // namespace
 }  // namespace ferry::fuzz

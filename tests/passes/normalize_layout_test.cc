@@ -71,12 +71,13 @@ TEST(NormalizeLayout, ChannelsLastAndContiguousAreUntouched) {
 
 // A 4-byte parameter declared f32[n,n] with strides [0,0] (a broadcast).
 Program BroadcastParameter(int64_t n) {
-  std::string spec = "dtype: F32 sizes: " + std::to_string(n) + " sizes: " +
-                     std::to_string(n) + " strides: 0 strides: 0";
+  std::string spec = "dtype: F32 sizes: " + std::to_string(n) +
+                     " sizes: " + std::to_string(n) + " strides: 0 strides: 0";
   Program p = ParseProgram(
       MethodText("f",
                  "nodes { name: \"w\" input { kind: PARAMETER target: \"w\" } "
-                 "tensor { " + spec + " } }\n" + Output({"w"})) +
+                 "tensor { " +
+                     spec + " } }\n" + Output({"w"})) +
       "constants { name: \"w\" spec { " + spec + " } }");
   p.constants[0].data = Floats({1});
   return p;

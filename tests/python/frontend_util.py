@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 try:
-    import torch  # noqa: F401
+    import torch  # noqa: F401 (a clear failure without it)
     import torchvision  # noqa: F401
 except ImportError as e:
     raise RuntimeError(

@@ -112,6 +112,21 @@ class CliTest(unittest.TestCase):
         self.assertEqual(done.returncode, 0, done.stderr)
         self.assertIn("verify on sim: OK", done.stdout)
 
+    def test_operator_without_kernel(self):
+        model = f"{util.MODELS}:NoKernel"
+        out = self.path("nk.binpb")
+        done = util.frontend("export", model, "--input", "4", "-o", out)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertEqual(util.ferry("check", out).returncode, 0)
+        done = util.frontend("lower", out)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        done = util.frontend("verify", model, "--input", "4")
+        self.assertEqual(done.returncode, 1, done.stdout + done.stderr)
+        self.assertIn("node 'lgamma'", done.stdout)
+        self.assertIn("aten::lgamma", done.stdout)
+        self.assertIn(f"models.py:{util.marker_line('lgamma')} (node 'lgamma')",
+                      done.stdout)
+
     # --- Errors: one line, the ferry tool's exit codes
 
     def assert_error(self, done, code, *words):

@@ -11,7 +11,6 @@ import models
 import torch
 
 import ferry
-from ferry.proto import program_pb2 as pb
 from ferry.torch import example_input_set, module_to_program
 
 
@@ -146,6 +145,7 @@ class ClientTest(unittest.TestCase):
                                self.server.address)
         local = util.frontend("verify", model, "--input", "2,8")
         self.assertEqual(remote.returncode, 0, remote.stderr)
+        self.assertEqual(local.returncode, 0, local.stderr)
         self.assertEqual(remote.stdout, local.stdout)
         self.assertIn("verify on sim: OK", remote.stdout)
         # resnet18 with its weights is over this server's 1 MiB limit.
@@ -157,6 +157,70 @@ class ClientTest(unittest.TestCase):
         done = util.frontend("lower", "torchvision:resnet18", "--no-weights",
                              "--server", self.server.address)
         self.assertEqual(done.returncode, 0, done.stderr)
+
+
+def make_certificates(directory):
+    """A CA, a server certificate for 127.0.0.1 and a client certificate,
+    made with openssl (as tests/service/service_test_support.cc does)."""
+    curve = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+             "-nodes"]
+
+    def path(name):
+        return os.path.join(directory, name)
+
+    def run(*args):
+        subprocess.run(["openssl", *args], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    run("req", "-x509", *curve, "-keyout", path("ca.key"), "-out",
+        path("ca.pem"), "-days", "1", "-subj", "/CN=ferry-test-ca")
+    for name, san in (("server", "DNS:localhost,IP:127.0.0.1"),
+                      ("client", "DNS:ferry-test-client")):
+        with open(path(f"{name}.ext"), "w") as f:
+            f.write(f"subjectAltName={san}\n")
+        run("req", *curve, "-keyout", path(f"{name}.key"), "-out",
+            path(f"{name}.csr"), "-subj", f"/CN={name}")
+        run("x509", "-req", "-in", path(f"{name}.csr"), "-CA", path("ca.pem"),
+            "-CAkey", path("ca.key"), "-CAcreateserial", "-days", "1", "-out",
+            path(f"{name}.pem"), "-extfile", path(f"{name}.ext"))
+    return path
+
+
+class TlsTest(unittest.TestCase):
+    """mTLS: the server asks for a client certificate signed by the CA."""
+
+    def test_mtls(self):
+        with tempfile.TemporaryDirectory(prefix="ferry-tls-test-") as tmp:
+            path = make_certificates(tmp)
+            server = Server("--tls-cert", path("server.pem"), "--tls-key",
+                            path("server.key"), "--tls-client-ca",
+                            path("ca.pem"))
+            try:
+                torch.manual_seed(0)
+                program = module_to_program(models.LinearRelu(),
+                                            [torch.randn(2, 8)],
+                                            frontend="make_fx")
+                with ferry.Client(server.address, root_ca=path("ca.pem"),
+                                  cert=path("client.pem"),
+                                  key=path("client.key")) as client:
+                    self.assertTrue(client.lower(program).ok)
+                # Without a client certificate the handshake fails.
+                with ferry.Client(server.address, root_ca=path("ca.pem"),
+                                  deadline=5, max_attempts=1) as client:
+                    with self.assertRaises(ferry.ClientError):
+                        client.lower(program)
+                # The CLI's TLS flags reach the same client.
+                out = os.path.join(tmp, "lr.binpb")
+                with open(out, "wb") as f:
+                    f.write(program.SerializeToString())
+                done = util.frontend("lower", out, "--server", server.address,
+                                     "--tls-ca", path("ca.pem"), "--tls-cert",
+                                     path("client.pem"), "--tls-key",
+                                     path("client.key"))
+                self.assertEqual(done.returncode, 0, done.stderr)
+                self.assertIn("lowered", done.stderr)
+            finally:
+                server.stop()
 
 
 if __name__ == "__main__":

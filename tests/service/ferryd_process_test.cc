@@ -24,7 +24,8 @@ using std::chrono::seconds;
 v1::VerifyRequest MatmulVerify(v1::DType dtype, int64_t n) {
   v1::VerifyRequest verify;
   verify.set_device(v1::VERIFY_DEVICE_SIM);
-  v1::Method* method = verify.mutable_request()->mutable_program()->add_methods();
+  v1::Method* method =
+      verify.mutable_request()->mutable_program()->add_methods();
   method->set_name("forward");
   for (const char* name : {"x", "y", "z"}) {
     v1::Node* node = method->add_nodes();
@@ -174,7 +175,8 @@ TEST(FerrydDrainTest, DrainGraceIsAHardBoundAndLivenessStaysServing) {
   auto signalled = std::chrono::steady_clock::now();
   ferryd.process().Signal(SIGTERM);
   ASSERT_TRUE(Eventually([&] {
-    absl::StatusOr<bool> ready = ferryd.client().CheckHealth("ferry.v1.Compiler");
+    absl::StatusOr<bool> ready =
+        ferryd.client().CheckHealth("ferry.v1.Compiler");
     return ready.ok() && !*ready;
   }));
   // Draining, not dead: liveness stays SERVING (a restart would be wrong).
@@ -188,8 +190,7 @@ TEST(FerrydDrainTest, DrainGraceIsAHardBoundAndLivenessStaysServing) {
   EXPECT_EQ(ferryd.process().WaitForExit(seconds(12)), 0) << ferryd.log();
   EXPECT_LT(std::chrono::steady_clock::now() - signalled, seconds(12));
   std::string log = ferryd.log();
-  EXPECT_NE(log.find("\"in_flight_finished\":false"), std::string::npos)
-      << log;
+  EXPECT_NE(log.find("\"in_flight_finished\":false"), std::string::npos) << log;
   EXPECT_NE(log.find("\"in_flight_stopped\":true"), std::string::npos) << log;
 }
 
@@ -258,6 +259,30 @@ TEST(FerrydProcessTest, ServesThenDrainsOnSigtermAndExitsZero) {
   EXPECT_NE(log.find("\"event\":\"drain\""), std::string::npos) << log;
   EXPECT_NE(log.find("\"in_flight_finished\":true"), std::string::npos) << log;
   EXPECT_NE(log.find("\"code\":\"UNAVAILABLE\""), std::string::npos) << log;
+}
+
+TEST(FerrydProcessTest, ProbeSpeaksTlsAsTheManifestsUseIt) {
+  TempDir dir;
+  TestCertificates certificates = MakeCertificates(dir);
+  ASSERT_FALSE(certificates.ca.empty());
+  Process ferryd(
+      {FERRYD_PATH, "--listen=127.0.0.1:0", "--tls-cert",
+       certificates.server_cert, "--tls-key", certificates.server_key},
+      dir.File("stderr"));
+  std::string address = ferryd.ReadLine();
+  ASSERT_EQ(address.rfind("127.0.0.1:", 0), 0u) << address;
+  Process probe(
+      {FERRYD_PATH, "--probe", address, "--probe-service", "ferry.v1.Compiler",
+       "--probe-tls-ca", certificates.ca, "--probe-server-name", "localhost"},
+      dir.File("probe-stderr"));
+  EXPECT_EQ(probe.ReadLine(), "SERVING");
+  EXPECT_EQ(probe.WaitForExit(std::chrono::seconds(10)), 0)
+      << ReadFileText(dir.File("probe-stderr"));
+  // Plaintext against a TLS port fails (what the kubelet's gRPC probes do).
+  Process plain({FERRYD_PATH, "--probe", address}, dir.File("plain-stderr"));
+  EXPECT_NE(plain.WaitForExit(std::chrono::seconds(10)), 0);
+  ferryd.Signal(SIGTERM);
+  EXPECT_EQ(ferryd.WaitForExit(std::chrono::seconds(10)), 0);
 }
 
 TEST(FerrydProcessTest, RejectsUnknownFlagsAndBadValues) {

@@ -1,14 +1,13 @@
 // TLS, mTLS and bearer tokens (accept and refuse), health names, the
 // health transitions of a drain, and request-handling edge cases (unknown
 // enum values, RetryInfo, idle metrics connections), over loopback.
-#include <gtest/gtest.h>
-
+#include <arpa/inet.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
 #include <httplib.h>
-#include <sys/socket.h>
 #include <netinet/in.h>
-#include <arpa/inet.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <future>
@@ -160,8 +159,8 @@ TEST(TokenTest, BearerSchemeIsCaseInsensitive) {
   auto client = Connect(server->address(), NoRetries);
   // RFC 6750 / RFC 7235: the auth scheme is case-insensitive; the token is
   // not.
-  for (const char* header : {"Bearer s3cret", "bearer s3cret", "BEARER s3cret",
-                             "bEaReR  s3cret"}) {
+  for (const char* header :
+       {"Bearer s3cret", "bearer s3cret", "BEARER s3cret", "bEaReR  s3cret"}) {
     CallOptions call;
     call.metadata.push_back({"authorization", header});
     absl::StatusOr<v1::LowerResponse> response =
@@ -254,7 +253,8 @@ TEST(HealthTest, GpuHealthIsNotServingWithoutAGpu) {
   EXPECT_EQ(client->CheckHealth("ferry.v1.Compiler").value_or(false), true);
 }
 
-TEST(HealthTest, DrainTurnsReadinessNotServingKeepsLivenessAndFinishesInFlight) {
+TEST(HealthTest,
+     DrainTurnsReadinessNotServingKeepsLivenessAndFinishesInFlight) {
   JobGate gate;
   ServerHooks hooks;
   hooks.before_job = gate.Hook();
@@ -343,9 +343,9 @@ TEST(RequestTest, UnparseableRequestIsInvalidArgumentLoggedAndCounted) {
   // more bytes than follow.
   const std::string garbage("\x0a\xff\xff\x03\x01", 5);
   for (const char* method : {"Lower", "Verify"}) {
-    grpc::Status status = RawUnaryCall(
-        server->address(), absl::StrCat("/ferry.v1.Compiler/", method),
-        garbage);
+    grpc::Status status =
+        RawUnaryCall(server->address(),
+                     absl::StrCat("/ferry.v1.Compiler/", method), garbage);
     EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
         << method << ": " << status.error_message();
     EXPECT_NE(status.error_message().find("not a valid ferry.v1."),
@@ -418,12 +418,16 @@ TEST(RequestTest, RetryDelayFollowsMeasuredJobDurations) {
   std::promise<absl::Status> running, queued;
   client->LowerAsync(
       TinyRequest(2),
-      [&](absl::StatusOr<v1::LowerResponse> r) { running.set_value(r.status()); },
+      [&](absl::StatusOr<v1::LowerResponse> r) {
+        running.set_value(r.status());
+      },
       bypass);
   ASSERT_TRUE(gate.WaitForArrivals(1));
   client->LowerAsync(
       TinyRequest(3),
-      [&](absl::StatusOr<v1::LowerResponse> r) { queued.set_value(r.status()); },
+      [&](absl::StatusOr<v1::LowerResponse> r) {
+        queued.set_value(r.status());
+      },
       bypass);
   ASSERT_TRUE(
       Eventually([&] { return server->service().Gauges().queue_depth == 1; }));

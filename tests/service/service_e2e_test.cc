@@ -209,8 +209,7 @@ v1::LowerRequest ManyDanglingReferences(int count,
   }
   output = method->add_nodes();
   output->set_name("output");
-  output->mutable_output()->add_values()->set_value(
-      method->nodes(0).name());
+  output->mutable_output()->add_values()->set_value(method->nodes(0).name());
   return request;
 }
 
@@ -295,23 +294,29 @@ v1::LowerRequest BroadcastConstantRequest(int64_t n, const std::string& name) {
                                   " strides: 0 strides: 0");
   return ParseLowerRequest(absl::StrCat(
       R"pb(program { methods { name: "forward"
-           nodes { name: "w" input { kind: PARAMETER target: ")pb",
-      name, R"pb(" } tensor { )pb", spec, R"pb( } }
+                               nodes { name: "w"
+                                       input { kind: PARAMETER target: ")pb",
+      name, R"pb(" } tensor { )pb", spec, R"pb(}
+                                               }
            nodes { name: "r" call { op: "aten::relu" args { value: "w" } }
                    tensor { dtype: F32 sizes: )pb",
-      n, " sizes: ", n, R"pb( } }
+      n, " sizes: ", n, R"pb(}
+                             }
            nodes { name: "output" output { values { value: "r" } } } }
          constants { name: ")pb",
-      name, R"pb(" spec { )pb", spec,
-      R"pb( } data: "\000\000\200?" } })pb"));
+      name, R"pb(" spec { )pb", spec, R"pb(}
+                                           data: "\000\000\200?" } })pb"));
 }
 
 // One f32 user input `x` with `spec`, returned as is.
 v1::LowerRequest HugeInputRequest(const std::string& spec) {
   return ParseLowerRequest(absl::StrCat(
       R"pb(program { methods { name: "forward"
-           nodes { name: "x" input { kind: USER_INPUT } tensor { )pb",
-      spec, R"pb( } }
+                               nodes { name: "x"
+                                       input { kind: USER_INPUT }
+                                       tensor {)pb",
+      spec, R"pb(}
+                 }
            nodes { name: "output" output { values { value: "x" } } } } })pb"));
 }
 
@@ -1063,8 +1068,9 @@ TEST(ServiceTest, MetricsEndpointServesPrometheusText) {
   *verify.mutable_request() = TinyRequest();
   verify.set_device(v1::VERIFY_DEVICE_SIM);
   ASSERT_TRUE(client->Verify(verify).ok());
-  ASSERT_EQ(client->Lower(BroadcastConstantRequest(100000, "w")).status().code(),
-            absl::StatusCode::kResourceExhausted);
+  ASSERT_EQ(
+      client->Lower(BroadcastConstantRequest(100000, "w")).status().code(),
+      absl::StatusCode::kResourceExhausted);
 
   std::string host = "127.0.0.1";
   int port = std::stoi(server->metrics_address().substr(host.size() + 1));

@@ -3,8 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <limits>
 #include <condition_variable>
+#include <limits>
 #include <mutex>
 
 #include "ferry/client.h"
@@ -309,7 +309,10 @@ TEST(RpcErrorsTest, TruncationKeepsWholeUtf8Characters) {
   EXPECT_EQ(TruncateUtf8("short", 10), "short");
   EXPECT_EQ(TruncateUtf8("abcdefghij", 8), "abcde...");
   // "é" is two bytes: cutting after its first byte would split it.
-  EXPECT_EQ(TruncateUtf8("abcd\xc3\xa9" "fgh", 8), "abcd...");
+  EXPECT_EQ(TruncateUtf8("abcd\xc3\xa9"
+                         "fgh",
+                         8),
+            "abcd...");
 }
 
 google::rpc::Status DetailsOf(const grpc::Status& status) {

@@ -115,8 +115,8 @@ TEST_F(ToolRemoteTest, MalformedProgramAndMissingDeviceExitCodes) {
   EXPECT_EQ(bad_local.exit_code, 1);
   EXPECT_NE(bad.err.find("FERRY-E0102"), std::string::npos) << bad.err;
   EXPECT_EQ(bad.err, bad_local.err);
-  Run bad_verify = Tool({"verify", "--device=sim", "--server", address_,
-                         bad_file});
+  Run bad_verify =
+      Tool({"verify", "--device=sim", "--server", address_, bad_file});
   Run bad_verify_local = Tool({"verify", "--device=sim", bad_file});
   EXPECT_EQ(bad_verify.exit_code, 1);
   EXPECT_EQ(bad_verify.err, bad_verify_local.err);
@@ -154,9 +154,8 @@ TEST_F(ToolRemoteTest, ManyErrorsAndHugeNamesArriveComplete) {
   EXPECT_EQ(remote.exit_code, 1) << remote.err;
   EXPECT_EQ(WithoutTimings(remote.out), WithoutTimings(local.out));
   size_t count = 0;
-  for (size_t at = 0; (at = remote.out.find("FERRY-E0102", at)) !=
-                      std::string::npos;
-       ++at) {
+  for (size_t at = 0;
+       (at = remote.out.find("FERRY-E0102", at)) != std::string::npos; ++at) {
     ++count;
   }
   EXPECT_EQ(count, 150u);
@@ -174,14 +173,26 @@ TEST_F(ToolRemoteTest, OverResourceLimitsFailsCleanlyEverywhere) {
         nodes {
           name: "w"
           input { kind: PARAMETER target: "w" }
-          tensor { dtype: F32 sizes: 100000 sizes: 100000 strides: 0 strides: 0 }
+          tensor {
+            dtype: F32
+            sizes: 100000
+            sizes: 100000
+            strides: 0
+            strides: 0
+          }
         }
         nodes {
           name: "r"
-          call { op: "aten::relu" args { value: "w" } }
+          call {
+            op: "aten::relu"
+            args { value: "w" }
+          }
           tensor { dtype: F32 sizes: 100000 sizes: 100000 }
         }
-        nodes { name: "output" output { values { value: "r" } } }
+        nodes {
+          name: "output"
+          output { values { value: "r" } }
+        }
       }
       constants {
         name: "w"
@@ -215,6 +226,10 @@ TEST_F(ToolRemoteTest, CapsPrintsLimitsAndHealth) {
   EXPECT_NE(caps.out.find("api version:     1.0.0"), std::string::npos)
       << caps.out;
   EXPECT_NE(caps.out.find("health:          ferry.v1.Compiler SERVING"),
+            std::string::npos)
+      << caps.out;
+  EXPECT_NE(caps.out.find("resources:       tensor 1024 MiB, verify 2048 MiB, "
+                          "expansion 16x, memory 3072 MiB"),
             std::string::npos)
       << caps.out;
   Run json = Tool({"caps", "--json", "--server", address_});

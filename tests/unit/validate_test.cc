@@ -1109,6 +1109,9 @@ TEST(ValidateTest, AModuleCallingItselfIsACycle) {
   EXPECT_EQ(d.message,
             "module 'm0' calls itself (delegate 'r'): lowered modules cannot "
             "recurse");
+  // Two calls of itself: still one diagnostic for the module.
+  Diagnostic twice = Only(ValidateText(NestedModules(1, 2, /*cycle=*/true)));
+  EXPECT_EQ(twice.code, codes::kModuleCycle);
 }
 
 TEST(ValidateTest, ModulesCallingEachOtherAreACycle) {

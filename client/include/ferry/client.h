@@ -11,7 +11,10 @@
 //
 // Nothing here throws. Every call returns a status: the gRPC status code as
 // an absl::StatusCode (the numbering is the same), with the server's
-// google.rpc.Status details available through ErrorDetails().
+// google.rpc.Status details available through ErrorDetails(). A program
+// that is malformed or fails to compile is not an error status: it is an OK
+// response with ok() (Verify: lowered()) false and every diagnostic in the
+// body.
 //
 // Calls carry a deadline (ClientOptions::default_deadline unless the call
 // sets one). Lower, Verify and GetCapabilities are idempotent, so a call that

@@ -11,7 +11,9 @@ except ImportError as e:  # e.g. python3-protobuf missing
     raise FerryError(f"cannot import the generated protobuf modules: {e} "
                      "(install python3-protobuf)", exit_code=2) from None
 
-__all__ = ["program_pb2", "report_pb2", "compiler_pb2", "compiler_pb2_grpc"]
+# Also, imported on first use: compiler_pb2, compiler_pb2_grpc (needs
+# python3-grpcio), status_pb2 and error_details_pb2 (google.rpc).
+__all__ = ["program_pb2", "report_pb2"]
 
 
 def __getattr__(name):

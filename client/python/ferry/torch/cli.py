@@ -575,16 +575,18 @@ def cmd_lower(argv):
             response = client.lower(request)
         if response.ok and args.output:
             write_message(args.output, response.program)
-        sys.stderr.write(
-            lower_report_text(response.ok, response.diagnostics,
-                              response.stats, label))
+        text = lower_report_text(response.ok, response.diagnostics,
+                                 response.stats, label)
+        if not response.ok:
+            text += _sources_of(text, request.program)
+        sys.stderr.write(text)
         return 0 if response.ok else 1
     with tempfile.TemporaryDirectory(prefix="ferry-torch-") as tmp:
         path = os.path.join(tmp, "request.binpb")
         write_message(path, request)
         out = args.output or os.path.join(tmp, "lowered.binpb")
         cmd = [ferry_tool(), "lower", "-o", out] + lowering + [path]
-        return _run_tool(cmd, path, label)
+        return _run_tool(cmd, path, label, request.program)
 
 
 def cmd_verify(argv):
@@ -597,11 +599,12 @@ def cmd_verify(argv):
                                      seed=args.verify_seed,
                                      inputs=inputs_set)
         if not response.lowered:
-            sys.stderr.write(
-                lower_report_text(False, response.diagnostics, response.stats,
-                                  label))
+            text = lower_report_text(False, response.diagnostics,
+                                     response.stats, label)
+            sys.stderr.write(text + _sources_of(text, request.program))
             return 1
-        sys.stdout.write(verify_summary(response.report))
+        text = verify_summary(response.report)
+        sys.stdout.write(text + _sources_of(text, request.program))
         return 0 if response.report.ok else 1
     with tempfile.TemporaryDirectory(prefix="ferry-torch-") as tmp:
         path = os.path.join(tmp, "request.binpb")
@@ -612,19 +615,43 @@ def cmd_verify(argv):
             inputs_path = os.path.join(tmp, "inputs.binpb")
             write_message(inputs_path, inputs_set)
             cmd += ["--inputs", inputs_path]
-        return _run_tool(cmd + [path], path, label)
+        return _run_tool(cmd + [path], path, label, request.program)
 
 
-def _run_tool(cmd, path, label):
+def _sources_of(text, program):
+    """'  source: FILE:LINE (node N)' for each node an error line names,
+    from the nodes' source locations (the model's own lines)."""
+    import re
+    if "ERROR" not in text and "error" not in text:
+        return ""
+    sources = {}
+    for m in program.methods:
+        for n in m.nodes:
+            if n.source.file:
+                sources[n.name] = f"{n.source.file}:{n.source.line}"
+    out = ""
+    for name in dict.fromkeys(re.findall(r"node '([^']+)'", text)):
+        if name in sources:
+            out += f"  source: {sources[name]} (node '{name}')\n"
+    return out
+
+
+def _run_tool(cmd, path, label, program=None):
     """Runs the ferry tool, printing its output with the temporary file's
-    name replaced by what the user named."""
+    name replaced by what the user named, and the source lines of the nodes
+    its errors name."""
     try:
         done = subprocess.run(cmd, capture_output=True, text=True)
     except OSError as e:
         raise FerryError(f"cannot run {cmd[0]}: {e.strerror}",
                          exit_code=USAGE_EXIT) from None
-    sys.stdout.write(done.stdout.replace(path, label))
-    sys.stderr.write(done.stderr.replace(path, label))
+    stdout = done.stdout.replace(path, label)
+    stderr = done.stderr.replace(path, label)
+    if program is not None and done.returncode != 0:
+        stdout += _sources_of(stdout, program)
+        stderr += _sources_of(stderr, program)
+    sys.stdout.write(stdout)
+    sys.stderr.write(stderr)
     return done.returncode
 
 

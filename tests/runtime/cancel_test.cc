@@ -1,0 +1,189 @@
+// Cancellation inside long runtime work (runtime/cancel.h): the token's
+// reasons, host kernels giving up part-way, the executor and verification
+// stopping with CANCELLED, and the f16/bf16 matrix products that go through
+// OpenBLAS.
+#include "runtime/cancel.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "runtime/executor.h"
+#include "runtime/verify.h"
+#include "tests/runtime/test_util.h"
+
+namespace ferry::testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+TEST(CancelTokenTest, ReasonsAndTheirOrder) {
+  CancelToken drain;
+  CancelToken call(&drain);
+  EXPECT_EQ(call.Reason(), StopReason::kNone);
+  call.SetDeadline(Clock::now() + std::chrono::hours(1));
+  EXPECT_FALSE(call.StopRequested());
+  drain.Cancel(StopReason::kDraining);
+  EXPECT_EQ(call.Reason(), StopReason::kDraining);  // from the parent
+  call.SetDeadline(Clock::now() - std::chrono::milliseconds(1));
+  EXPECT_EQ(call.Reason(), StopReason::kDeadlineExceeded);
+  call.Cancel(StopReason::kCancelled);
+  call.Cancel(StopReason::kDraining);  // the first reason is kept
+  EXPECT_EQ(call.Reason(), StopReason::kCancelled);
+  EXPECT_EQ(drain.Reason(), StopReason::kDraining);
+}
+
+TEST(CancelTokenTest, ScopesNestAndCheckStopNamesTheReason) {
+  EXPECT_EQ(CurrentCancelToken(), nullptr);
+  EXPECT_TRUE(CheckStop("x: ").ok());
+  CancelToken outer;
+  CancelToken inner;
+  inner.Cancel(StopReason::kCancelled);
+  {
+    CancelScope a(&outer);
+    EXPECT_FALSE(StopRequested());
+    {
+      CancelScope b(&inner);
+      EXPECT_TRUE(StopRequested());
+      absl::Status stop = CheckStop("node 'z': ");
+      EXPECT_EQ(stop.code(), absl::StatusCode::kCancelled);
+      EXPECT_EQ(stop.message(), "node 'z': stopped (cancelled)");
+    }
+    EXPECT_EQ(CurrentCancelToken(), &outer);
+    EXPECT_FALSE(StopRequested());
+  }
+  EXPECT_EQ(CurrentCancelToken(), nullptr);
+}
+
+std::vector<double> Ones(int64_t n) { return std::vector<double>(n, 1.0); }
+
+// With a token that says stop, a kernel gives up before it has written its
+// whole output (it would take seconds to finish: an integer product
+// accumulates without BLAS).
+TEST(KernelCancelTest, IntegerMatmulGivesUpPartWay) {
+  constexpr int64_t n = 512;
+  OwnedTensor a = MakeTensor(DType::kI64, {n, n}, Ones(n * n));
+  OwnedTensor b = MakeTensor(DType::kI64, {n, n}, Ones(n * n));
+  OwnedTensor out = MakeOutput(DType::kI64, {n, n});
+  CancelToken token;
+  token.Cancel(StopReason::kDeadlineExceeded);
+  {
+    CancelScope scope(&token);
+    (void)RunKernel("aten::mm", {TensorArg(a), TensorArg(b)}, {&out});
+  }
+  std::vector<double> values = Values(out.view);
+  EXPECT_EQ(values.back(), 0) << "the last row was computed";
+  // Without a token the same kernel computes everything.
+  OwnedTensor small_a = MakeTensor(DType::kI64, {8, 8}, Ones(64));
+  OwnedTensor small_out = MakeOutput(DType::kI64, {8, 8});
+  ASSERT_TRUE(RunKernel("aten::mm", {TensorArg(small_a), TensorArg(small_a)},
+                        {&small_out})
+                  .ok());
+  EXPECT_EQ(Values(small_out.view).back(), 8);
+}
+
+TEST(KernelCancelTest, ElementwiseLoopsGiveUpPartWay) {
+  constexpr int64_t n = int64_t{1} << 20;
+  OwnedTensor a = MakeTensor(DType::kF32, {n}, Ones(n));
+  OwnedTensor out = MakeOutput(DType::kF32, {n});
+  CancelToken token;
+  token.Cancel(StopReason::kCancelled);
+  {
+    CancelScope scope(&token);
+    (void)RunKernel("aten::add.Tensor", {TensorArg(a), TensorArg(a), IntArg(1)},
+                    {&out});
+  }
+  EXPECT_EQ(Values(out.view).back(), 0) << "the whole loop ran";
+}
+
+Program MatmulProgram(const std::string& dtype, int64_t n) {
+  std::string spec = "tensor { dtype: " + dtype + " sizes: [ " +
+                     std::to_string(n) + ", " + std::to_string(n) + " ] }";
+  return ParseProgram(
+      "methods { name: \"forward\" "
+      "nodes { name: \"x\" input { kind: USER_INPUT } " +
+      spec +
+      " } "
+      "nodes { name: \"y\" input { kind: USER_INPUT } " +
+      spec +
+      " } "
+      "nodes { name: \"z\" call { op: \"aten::mm\" args { value: \"x\" } "
+      "args { value: \"y\" } } " +
+      spec +
+      " } "
+      "nodes { name: \"output\" output { values { value: \"z\" } } } }");
+}
+
+TEST(ExecutorCancelTest, RunStopsWithCancelledInsideAStep) {
+  Program program = MatmulProgram("I64", 512);
+  absl::StatusOr<std::unique_ptr<Executor>> executor =
+      Executor::Load(program, ExecutionMode::kEager);
+  ASSERT_TRUE(executor.ok()) << executor.status();
+  std::vector<HostTensor> inputs =
+      GenerateUserInputs(program.methods[0], /*seed=*/1);
+  // The deadline passes while the product runs: no check between nodes
+  // happens until it is done, so only the kernel's own checks can stop it.
+  CancelToken token;
+  token.SetDeadline(Clock::now() + std::chrono::milliseconds(20));
+  CancelScope scope(&token);
+  absl::StatusOr<std::vector<HostTensor>> outputs =
+      (*executor)->Run("forward", inputs);
+  EXPECT_EQ(outputs.status().code(), absl::StatusCode::kCancelled)
+      << outputs.status();
+  EXPECT_EQ(token.Reason(), StopReason::kDeadlineExceeded);
+}
+
+TEST(VerifyCancelTest, VerificationStopsWithCancelled) {
+  Program program = MatmulProgram("I64", 512);
+  CancelToken token;
+  token.SetDeadline(Clock::now() + std::chrono::milliseconds(20));
+  VerifyOptions options;
+  options.device = VerifyDevice::kSim;
+  options.cancel = &token;
+  absl::StatusOr<VerifyReport> report =
+      VerifyPrograms(program, program, options);
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kCancelled)
+      << (report.ok() ? report->Summary() : report.status().ToString());
+}
+
+// f16 and bf16 products go through cblas_sgemm; small integers keep every
+// product and sum exact, so the result is exactly the integer product.
+TEST(HalfMatmulTest, ThroughSingleGemmIsExactOnSmallIntegers) {
+  for (DType dtype : {DType::kF16, DType::kBF16}) {
+    constexpr int64_t m = 33, k = 17, n = 9;
+    std::vector<double> av(m * k), bv(k * n);
+    for (int64_t i = 0; i < m * k; ++i) av[i] = (i % 3) - 1;
+    for (int64_t i = 0; i < k * n; ++i) bv[i] = (i % 5) % 3 - 1;
+    // b stored column-major: BLAS reads it transposed.
+    OwnedTensor a = MakeTensor(dtype, {m, k}, av);
+    OwnedTensor b = MakeStrided(dtype, {k, n}, {1, k}, 0, bv);
+    OwnedTensor out = MakeOutput(dtype, {m, n});
+    ASSERT_TRUE(
+        RunKernel("aten::mm", {TensorArg(a), TensorArg(b)}, {&out}).ok());
+    std::vector<double> got = Values(out.view);
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        double expected = 0;
+        for (int64_t p = 0; p < k; ++p)
+          expected += av[i * k + p] * bv[p * n + j];
+        ASSERT_EQ(got[i * n + j], expected)
+            << DTypeName(dtype) << " [" << i << "," << j << "]";
+      }
+    }
+    // addmm with beta and alpha on the same path.
+    OwnedTensor bias = MakeTensor(dtype, {n}, Ones(n));
+    OwnedTensor out2 = MakeOutput(dtype, {m, n});
+    ASSERT_TRUE(RunKernel("aten::addmm",
+                          {TensorArg(bias), TensorArg(a), TensorArg(b),
+                           IntArg(2), IntArg(3)},
+                          {&out2})
+                    .ok());
+    std::vector<double> got2 = Values(out2.view);
+    for (int64_t i = 0; i < m * n; ++i) {
+      ASSERT_EQ(got2[i], 2 + 3 * got[i]) << DTypeName(dtype) << " " << i;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ferry::testing
