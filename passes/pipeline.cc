@@ -218,6 +218,8 @@ absl::StatusOr<LowerResult> LowerUnguarded(const v1::LowerRequest& request,
   // allocate against these before allocating it.
   options.limits = limits;
   options.request_bytes = static_cast<int64_t>(request.ByteSizeLong());
+  if (absl::Status addressable = CheckAddressable(program); !addressable.ok())
+    return addressable;
 
   static constexpr std::pair<const char*, PassFn> kPasses[] = {
       {"normalize_layout", &NormalizeLayout},

@@ -217,6 +217,36 @@ absl::Status CheckTensorBytes(const Program& program,
   return absl::OkStatus();
 }
 
+absl::Status CheckAddressable(const Program& program) {
+  auto check = [](const Method& method, auto subject) -> absl::Status {
+    ByteTotal total;
+    absl::Status status;
+    ForEachNodeSpec(method, [&](const Node& node, const TensorSpec& spec) {
+      if (!status.ok()) return;
+      // Planning aligns every buffer; 64 bytes each is more than enough.
+      total.Add(CheckedAdd(TensorBytes(spec).value_or(kOverflow), 64));
+      if (total.value() > kAddressableBytes)
+        status = ResourceLimitError(
+            ResourceViolation{"addressable_bytes", subject(node.name),
+                              total.value(), kAddressableBytes});
+    });
+    return status;
+  };
+  for (const Method& method : program.methods) {
+    absl::Status status = check(method, [&](absl::string_view node) {
+      return NodeSubject(method.name, node);
+    });
+    if (!status.ok()) return status;
+  }
+  for (const LoweredModule& module : program.modules) {
+    absl::Status status = check(module.graph, [&](absl::string_view node) {
+      return ModuleNodeSubject(module.id, node);
+    });
+    if (!status.ok()) return status;
+  }
+  return absl::OkStatus();
+}
+
 int64_t ExpansionAllowance(int64_t request_bytes,
                            const ResourceLimits& limits) {
   return CheckedMul(std::max(request_bytes, kExpansionFloorBytes),

@@ -77,6 +77,13 @@ std::string ConstantSubject(absl::string_view constant);
 absl::Status CheckTensorBytes(const Program& program,
                               const ResourceLimits& limits);
 
+// Whatever the limits, the bytes of all tensors of one method (or module
+// graph) together stay under kAddressableBytes, so that memory planning's
+// offsets and arena sizes cannot overflow. The first node past it is the
+// error (limit "addressable_bytes").
+inline constexpr int64_t kAddressableBytes = int64_t{1} << 62;
+absl::Status CheckAddressable(const Program& program);
+
 // The most bytes a lowering of a `request_bytes` request may produce:
 // max_expansion * max(request_bytes, kExpansionFloorBytes).
 int64_t ExpansionAllowance(int64_t request_bytes, const ResourceLimits& limits);

@@ -93,11 +93,23 @@ enum class ShapeRule {
   kLayerNorm,
   kCopy,         // view_copy, permute_copy, ...: like kView, fresh storage
   kMetadata,     // sym_size.int, ...: scalar result
+  kSpecific,     // a rule of the operator's own (convolution, arange, ...)
 };
+
+class BoundCall;    // passes/ops/common.h
+struct TensorSpec;  // passes/ir.h
+// A shape rule: the specs of a call's tensor results (passes/ops/*.cc).
+using ShapeRuleFn =
+    absl::StatusOr<std::vector<TensorSpec>> (*)(const BoundCall& call);
 
 struct OpInfo {
   std::shared_ptr<const OpSchema> schema;
   ShapeRule shape_rule = ShapeRule::kNone;
+  // The rule itself, from the operator's family file; null: not checked.
+  ShapeRuleFn rule = nullptr;
+  // The family that defines the operator ("elementwise", ...); empty for
+  // an OpInfo made outside the registry.
+  std::string_view family;
   // Reads only sizes/strides of its tensor arguments (never the data), so a
   // reader on any device needs no copy.
   bool metadata_only = false;

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/host_kernels.h"
+#include "runtime/ops/backend_ops.h"
 
 #ifdef FERRY_HAVE_CUDA
 #include "runtime/cuda/cuda_backend.h"
@@ -73,6 +74,10 @@ absl::Status HostLikeMemory::CopyStrided(const TensorView& dst,
 }
 
 absl::Status HostLikeMemory::RunKernel(const KernelCall& call) {
+  // A simulated device follows the CUDA backend's table: what has no device
+  // kernel there is a host fallback here too (backend_ops.h).
+  if (!is_host() && CudaBackendSupport(call.op) != BackendSupport::kDevice)
+    RecordHostFallback(call.op);
   return RunHostKernel(call);
 }
 

@@ -1395,7 +1395,14 @@ absl::StatusOr<std::vector<HostTensor>> Executor::Run(
           it->second->Run(inputs, keep_going ? &keep_going : nullptr);
       !s.ok())
     return s;
-  return it->second->ReadOutputs();
+  absl::StatusOr<std::vector<HostTensor>> outputs = it->second->ReadOutputs();
+  // Reading outputs gathers them with host loops, which give up when asked
+  // to stop: outputs read then are incomplete.
+  if (absl::Status stop = CheckStop(absl::StrCat("method '", AsAbsl(method),
+                                                 "': reading outputs: "));
+      !stop.ok())
+    return stop;
+  return outputs;
 }
 
 absl::StatusOr<Executor::Locations> Executor::Where(

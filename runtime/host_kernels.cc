@@ -30,6 +30,7 @@
 
 #include "runtime/absl_compat.h"
 #include "runtime/host_kernels_internal.h"
+#include "runtime/ops/family.h"
 
 namespace ferry {
 namespace host {
@@ -835,7 +836,6 @@ const KernelEntry kKernels[] = {
     // Views: nothing to compute (the executor builds the view).
     {"aten::view", &ViewKernel},
     {"aten::reshape", &ViewKernel},
-    {"aten::_unsafe_view", &ViewKernel},
     {"aten::transpose.int", &ViewKernel},
     {"aten::permute", &ViewKernel},
     {"aten::t", &ViewKernel},
@@ -871,7 +871,6 @@ const KernelEntry kKernels[] = {
     {"aten::addmm", G(AddmmKernel)},
     {"aten::bmm", G(BmmKernel)},
     {"aten::linear", G(LinearKernel)},
-    {"aten::convolution", G(ConvolutionKernel)},
     // Reductions and normalizations.
     {"aten::sum.dim_IntList", G(SumDimKernel)},
     {"aten::sum", G(SumAllKernel)},
@@ -884,9 +883,6 @@ const KernelEntry kKernels[] = {
     {"aten::_log_softmax", G(LogSoftmaxKernel)},
     {"aten::log_softmax.int", G(LogSoftmaxKernel)},
     {"aten::native_layer_norm", G(NativeLayerNormKernel)},
-    {"aten::native_batch_norm", G(NativeBatchNormKernel)},
-    {"aten::_native_batch_norm_legit_no_training",
-     G(BatchNormNoTrainingKernel)},
     {"aten::max_pool2d_with_indices", G(MaxPool2dWithIndicesKernel)},
     {"aten::avg_pool2d", G(AvgPool2dKernel)},
 };
@@ -902,6 +898,10 @@ const KernelTable& Kernels() {
     auto* built = new KernelTable();
     for (const KernelEntry& entry : kKernels)
       built->emplace(entry.op, entry.fn);
+    // The per-family tables (runtime/ops/), which replace rows of kKernels.
+    for (std::span<const FamilyKernel> family : FamilyKernelTables())
+      for (const FamilyKernel& entry : family)
+        (*built)[entry.op] = entry.fn;
     return built;
   }();
   return *table;
@@ -929,8 +929,7 @@ absl::Status RunHostKernel(const KernelCall& call) {
 
 std::vector<std::string> HostKernelOps() {
   std::vector<std::string> names;
-  for (const host::KernelEntry& entry : host::kKernels)
-    names.emplace_back(entry.op);
+  for (const auto& [op, fn] : host::Kernels()) names.emplace_back(op);
   std::sort(names.begin(), names.end());
   return names;
 }

@@ -114,10 +114,11 @@ int64_t InterestingInt(int64_t current, std::mt19937_64& rng) {
       65536, int64_t{1} << 20, int64_t{1} << 24, 100000, 2147483647,
       -2147483648LL, int64_t{1} << 31, int64_t{1} << 32, int64_t{4294967296} + 4,
       int64_t{1} << 40, int64_t{1} << 62, INT64_MAX, INT64_MIN, INT64_MIN + 1};
+  const uint64_t bits = static_cast<uint64_t>(current);  // wraps, no UB
   switch (rng() % 4) {
-    case 0: return current + 1;
-    case 1: return current - 1;
-    case 2: return static_cast<int64_t>(static_cast<uint64_t>(current) * 2);
+    case 0: return static_cast<int64_t>(bits + 1);
+    case 1: return static_cast<int64_t>(bits - 1);
+    case 2: return static_cast<int64_t>(bits * 2);
     default: return Pick(kValues, rng);
   }
 }

@@ -367,6 +367,20 @@ TEST(ServiceTest, OverResourceLimitsIsResourceExhaustedBeforeAnyAllocation) {
     EXPECT_TRUE(lowered->ok());
   }
 
+  // Values of 2^61 bytes each: planning their offsets would overflow.
+  v1::LowerRequest vast =
+      HugeInputRequest("dtype: F32 sizes: 576460752303423488");
+  v1::Method* method = vast.mutable_program()->mutable_methods(0);
+  for (const char* name : {"y", "z"}) {
+    v1::Node* node = method->add_nodes();
+    *node = method->nodes(0);
+    node->set_name(name);
+    method->mutable_nodes()->SwapElements(method->nodes_size() - 1,
+                                          method->nodes_size() - 2);
+  }
+  ExpectQuota(client->Lower(vast).status(),
+              "program.methods['forward'].nodes['z']", "TENSOR_TOO_LARGE");
+
   // A resource error naming a 5 KB constant still fits the trailers.
   absl::Status named =
       client->Lower(BroadcastConstantRequest(100000, std::string(5000, 'c')))

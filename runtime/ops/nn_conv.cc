@@ -1,0 +1,252 @@
+// Convolution: aten::convolution (1-D and 2-D, any stride, padding,
+// dilation and groups; transposed is Unimplemented).
+//
+// Floating dtypes compute in float (f32, f16, bf16: 16-bit operands are
+// widened exactly and the result rounded once when stored) or double (f64):
+//  - depthwise (one input and one output channel per group, mobilenet_v2):
+//    a direct loop per plane whose inner loop runs over output columns
+//    (vectorises for stride 1);
+//  - otherwise im2col of each group ([C/g * KH * KW, OH * OW]; skipped for
+//    1x1 kernels with stride 1 and no padding) and one BLAS product per
+//    batch element and group: out[F/g, OH*OW] = W[F/g, K] @ col[K, OH*OW],
+//    with the bias as its initial value.
+// Other dtype mixes (integers, mixed precision) use the generic
+// double-accumulating loop of host_kernels_linalg.cc. Checks the thread's
+// CancelToken once per row of im2col and per product.
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "runtime/absl_compat.h"
+#include "runtime/ops/family.h"
+
+namespace ferry::host {
+namespace {
+
+struct ConvGeometry {
+  int64_t N, C, H, W;       // input
+  int64_t F, CG, KH, KW;    // weight: F filters of CG channels
+  int64_t OH, OW;           // output
+  int64_t sh, sw, ph, pw, dh, dw;
+  int64_t groups;
+};
+
+void Gemm(const float* a, const float* b, float* c, int64_t m, int64_t n,
+          int64_t k, float beta) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k,
+              b, n, beta, c, n);
+}
+void Gemm(const double* a, const double* b, double* c, int64_t m, int64_t n,
+          int64_t k, double beta) {
+  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0, a, k, b,
+              n, beta, c, n);
+}
+
+// The output columns [lo, hi) whose input column ow*s - p + kw*d is inside
+// [0, W).
+inline void ValidColumns(int64_t OW, int64_t W, int64_t s, int64_t p,
+                         int64_t off, int64_t& lo, int64_t& hi) {
+  // need 0 <= ow*s - p + off < W
+  const int64_t first = p - off;  // ow*s >= first
+  lo = first <= 0 ? 0 : (first + s - 1) / s;
+  const int64_t last = W + p - off;  // ow*s < last
+  hi = last <= 0 ? 0 : std::min<int64_t>(OW, (last + s - 1) / s);
+  if (hi < lo) hi = lo;
+}
+
+// in: one group's [CG, H, W]; col: [CG*KH*KW, OH*OW]. False when stopped.
+template <typename T>
+bool Im2Col(const ConvGeometry& g, const T* in, T* col) {
+  const int64_t ohw = g.OH * g.OW;
+  for (int64_t c = 0; c < g.CG; ++c) {
+    const T* plane = in + c * g.H * g.W;
+    for (int64_t kh = 0; kh < g.KH; ++kh) {
+      for (int64_t kw = 0; kw < g.KW; ++kw) {
+        T* row = col + ((c * g.KH + kh) * g.KW + kw) * ohw;
+        int64_t lo, hi;
+        ValidColumns(g.OW, g.W, g.sw, g.pw, kw * g.dw, lo, hi);
+        for (int64_t oh = 0; oh < g.OH; ++oh) {
+          T* dst = row + oh * g.OW;
+          const int64_t h = oh * g.sh - g.ph + kh * g.dh;
+          if (h < 0 || h >= g.H) {
+            std::fill(dst, dst + g.OW, T(0));
+            continue;
+          }
+          const T* src = plane + h * g.W - g.pw + kw * g.dw;
+          std::fill(dst, dst + lo, T(0));
+          if (g.sw == 1) {
+            std::memcpy(dst + lo, src + lo, (hi - lo) * sizeof(T));
+          } else {
+            for (int64_t ow = lo; ow < hi; ++ow) dst[ow] = src[ow * g.sw];
+          }
+          std::fill(dst + hi, dst + g.OW, T(0));
+        }
+        if (StopTick(ohw)) return false;
+      }
+    }
+  }
+  return true;
+}
+
+// One depthwise plane: out[OH, OW] = bias + sum_kh,kw w[kh,kw] * in[...].
+template <typename T>
+void DepthwisePlane(const ConvGeometry& g, const T* in, const T* w, T bias,
+                    T* out) {
+  std::fill(out, out + g.OH * g.OW, bias);
+  for (int64_t kh = 0; kh < g.KH; ++kh) {
+    for (int64_t kw = 0; kw < g.KW; ++kw) {
+      const T wv = w[kh * g.KW + kw];
+      int64_t lo, hi;
+      ValidColumns(g.OW, g.W, g.sw, g.pw, kw * g.dw, lo, hi);
+      for (int64_t oh = 0; oh < g.OH; ++oh) {
+        const int64_t h = oh * g.sh - g.ph + kh * g.dh;
+        if (h < 0 || h >= g.H) continue;
+        const T* src = in + h * g.W - g.pw + kw * g.dw;
+        T* dst = out + oh * g.OW;
+        if (g.sw == 1) {
+          for (int64_t ow = lo; ow < hi; ++ow) dst[ow] += wv * src[ow];
+        } else {
+          for (int64_t ow = lo; ow < hi; ++ow) dst[ow] += wv * src[ow * g.sw];
+        }
+      }
+    }
+  }
+}
+
+template <typename T>
+absl::Status Convolve(const KernelCall& call, const ConvGeometry& g,
+                      const TensorView& in, const TensorView& weight,
+                      const KernelArg& bias, const TensorView& out) {
+  std::vector<T> in_store, w_store, b_store, out_store;
+  const T* x = DenseAs<T>(in, in_store);
+  const T* w = DenseAs<T>(weight, w_store);
+  const T* b = bias.is_tensor() ? DenseAs<T>(bias.tensor, b_store) : nullptr;
+  T* y;
+  if (IsDense<T>(out)) {
+    y = static_cast<T*>(out.data);
+  } else {
+    out_store.assign(out.numel(), T(0));
+    y = out_store.data();
+  }
+  const int64_t fg = g.F / g.groups;
+  const int64_t k = g.CG * g.KH * g.KW;
+  const int64_t ohw = g.OH * g.OW;
+  const bool depthwise = g.CG == 1 && fg == 1;
+  const bool pointwise = g.KH == 1 && g.KW == 1 && g.sh == 1 && g.sw == 1 &&
+                         g.ph == 0 && g.pw == 0 && g.OH == g.H && g.OW == g.W;
+  std::vector<T> col;
+  if (!depthwise && !pointwise) col.resize(k * ohw);
+  for (int64_t n = 0; n < g.N; ++n) {
+    const T* xn = x + n * g.C * g.H * g.W;
+    T* yn = y + n * g.F * ohw;
+    if (depthwise) {
+      for (int64_t f = 0; f < g.F; ++f) {
+        DepthwisePlane<T>(g, xn + f * g.H * g.W, w + f * g.KH * g.KW,
+                          b ? b[f] : T(0), yn + f * ohw);
+        if (StopTick(ohw * g.KH * g.KW)) return absl::OkStatus();
+      }
+      continue;
+    }
+    for (int64_t grp = 0; grp < g.groups; ++grp) {
+      const T* xg = xn + grp * g.CG * g.H * g.W;
+      T* yg = yn + grp * fg * ohw;
+      const T* cols = xg;
+      if (!pointwise) {
+        if (!Im2Col<T>(g, xg, col.data())) return absl::OkStatus();
+        cols = col.data();
+      }
+      T beta = 0;
+      if (b) {
+        for (int64_t f = 0; f < fg; ++f)
+          std::fill(yg + f * ohw, yg + (f + 1) * ohw, b[grp * fg + f]);
+        beta = 1;
+      }
+      Gemm(w + grp * fg * k, cols, yg, fg, ohw, k, beta);
+      if (StopTick(fg * ohw * k)) return absl::OkStatus();
+    }
+  }
+  if (!out_store.empty()) StoreDense<T>(out_store.data(), out);
+  (void)call;
+  return absl::OkStatus();
+}
+
+bool IsFloat(DType t) {
+  return t == DType::kF32 || t == DType::kF64 || t == DType::kF16 ||
+         t == DType::kBF16;
+}
+
+// convolution(input, weight, bias?, stride, padding, dilation, transposed,
+//             output_padding, groups)
+absl::Status ConvolutionKernel2(const KernelCall& call) {
+  if (call.args.size() < 9 || call.outputs.size() != 1)
+    return KernelError(call, "expects 9 arguments and one output");
+  TensorView in = call.args[0].tensor;
+  TensorView weight = call.args[1].tensor;
+  const KernelArg& bias = call.args[2];
+  TensorView out = call.outputs[0];
+  if (call.args[6].bool_value)
+    return absl::UnimplementedError(absl::StrCat(
+        AsAbsl(call.op), ": transposed convolution is not supported"));
+  const int64_t spatial = in.dim() - 2;
+  if (spatial != 1 && spatial != 2)
+    return absl::UnimplementedError(absl::StrCat(
+        AsAbsl(call.op), ": only 1-D and 2-D convolution are supported"));
+  if (weight.dim() != in.dim() || out.dim() != in.dim())
+    return KernelError(call, "input, weight and output ranks differ");
+  const DType dt = out.dtype;
+  const bool same_float =
+      IsFloat(dt) && in.dtype == dt && weight.dtype == dt &&
+      (!bias.is_tensor() || bias.tensor.dtype == dt);
+  if (!same_float) return ConvolutionKernel(call);  // generic loop
+  auto param = [&](size_t i, int64_t d, int64_t fallback) {
+    const std::vector<int64_t>& v = call.args[i].ints;
+    if (v.empty()) return fallback;
+    return v.size() == 1 ? v[0] : v[std::min<size_t>(d, v.size() - 1)];
+  };
+  ConvGeometry g;
+  g.sh = 1, g.ph = 0, g.dh = 1;
+  if (spatial == 1) {
+    for (TensorView* t : {&in, &weight, &out}) {
+      t->sizes.insert(t->sizes.begin() + 2, 1);
+      t->strides.insert(t->strides.begin() + 2, 0);
+    }
+    g.sw = param(3, 0, 1), g.pw = param(4, 0, 0), g.dw = param(5, 0, 1);
+  } else {
+    g.sh = param(3, 0, 1), g.ph = param(4, 0, 0), g.dh = param(5, 0, 1);
+    g.sw = param(3, 1, 1), g.pw = param(4, 1, 0), g.dw = param(5, 1, 1);
+  }
+  g.groups = call.args[8].is_number() ? call.args[8].AsInt() : 1;
+  g.N = in.sizes[0], g.C = in.sizes[1], g.H = in.sizes[2], g.W = in.sizes[3];
+  g.F = weight.sizes[0], g.CG = weight.sizes[1], g.KH = weight.sizes[2],
+  g.KW = weight.sizes[3];
+  g.OH = out.sizes[2], g.OW = out.sizes[3];
+  if (g.sh <= 0 || g.sw <= 0 || g.dh <= 0 || g.dw <= 0 || g.ph < 0 ||
+      g.pw < 0 || g.groups <= 0)
+    return KernelError(call, "invalid stride, padding, dilation or groups");
+  if (g.C != g.CG * g.groups || g.F % g.groups != 0 || out.sizes[0] != g.N ||
+      out.sizes[1] != g.F)
+    return KernelError(call, "channel counts do not fit the groups");
+  if (bias.is_tensor() && bias.tensor.numel() != g.F)
+    return KernelError(call, "bias must have one element per filter");
+  const int64_t eh = (g.H + 2 * g.ph - g.dh * (g.KH - 1) - 1) / g.sh + 1;
+  const int64_t ew = (g.W + 2 * g.pw - g.dw * (g.KW - 1) - 1) / g.sw + 1;
+  if (g.OH != std::max<int64_t>(eh, 0) || g.OW != std::max<int64_t>(ew, 0))
+    return KernelError(call, absl::StrCat("output is ", out.DebugString(),
+                                          " but the convolution gives ",
+                                          std::max<int64_t>(eh, 0), "x",
+                                          std::max<int64_t>(ew, 0)));
+  if (out.numel() == 0) return absl::OkStatus();
+  if (dt == DType::kF64) return Convolve<double>(call, g, in, weight, bias, out);
+  return Convolve<float>(call, g, in, weight, bias, out);
+}
+
+const FamilyKernel kConv[] = {
+    {"aten::convolution", &Guard<ConvolutionKernel2, false>},
+};
+
+}  // namespace
+
+std::span<const FamilyKernel> ConvKernels() { return kConv; }
+
+}  // namespace ferry::host
