@@ -22,6 +22,7 @@
 #include "runtime/device.h"
 #include "runtime/element.h"
 #include "runtime/executor.h"
+#include "runtime/ops/backend_ops.h"
 
 namespace ferry {
 
@@ -227,14 +228,20 @@ std::string JsonNumber(double v) {
 
 std::string VerifyReport::Summary() const {
   std::string text;
+  std::string fallbacks;
+  for (const HostFallback& f : host_fallbacks)
+    absl::StrAppend(&fallbacks, fallbacks.empty() ? "host fallbacks: " : ", ",
+                    f.op, " x", f.count);
   if (!error.empty()) {
     absl::StrAppend(&text, "verify on ", device, ": ERROR: ", error, "\n");
   } else if (ok) {
     absl::StrAppend(&text, "verify on ", device, ": OK (", outputs.size(),
                     outputs.size() == 1 ? " output matches" : " outputs match",
-                    ")\n");
+                    fallbacks.empty() ? "" : "; ", fallbacks, ")\n");
   } else {
-    absl::StrAppend(&text, "verify on ", device, ": MISMATCH\n");
+    absl::StrAppend(&text, "verify on ", device, ": MISMATCH",
+                    fallbacks.empty() ? "" : " (", fallbacks,
+                    fallbacks.empty() ? "" : ")", "\n");
   }
   for (const OutputComparison& c : outputs) {
     absl::StrAppend(&text, "  ", c.method, " output ", c.output_index, " (",
@@ -269,9 +276,15 @@ std::string VerifyReport::ToJson() const {
         ",\"max_rel_error\":", JsonNumber(c.max_rel_error), ",\"atol\":",
         JsonNumber(c.atol), ",\"rtol\":", JsonNumber(c.rtol), "}"));
   }
+  std::vector<std::string> fallbacks;
+  for (const HostFallback& f : host_fallbacks)
+    fallbacks.push_back(absl::StrCat("{\"op\":\"", JsonEscape(f.op),
+                                     "\",\"count\":", f.count, "}"));
   return absl::StrCat("{\"ok\":", ok ? "true" : "false", ",\"device\":\"",
                       JsonEscape(device), "\",\"error\":\"", JsonEscape(error),
-                      "\",\"outputs\":[", absl::StrJoin(items, ","), "]}");
+                      "\",\"outputs\":[", absl::StrJoin(items, ","),
+                      "],\"host_fallbacks\":[", absl::StrJoin(fallbacks, ","),
+                      "]}");
 }
 
 // Replaces generated inputs of `method` with the caller's values.
@@ -337,9 +350,18 @@ absl::StatusOr<VerifyReport> VerifyUnguarded(const Program& original,
 
   VerifyReport report;
   report.device = std::string(ExecutionModeName(*mode));
+  // Host fallbacks inside device delegates (only the lowered program's run
+  // has any: eager execution runs everything in host memory).
+  HostFallbackScope fallback_scope;
+  auto take_fallbacks = [&] {
+    report.host_fallbacks.clear();
+    for (const auto& [op, count] : fallback_scope.counts())
+      report.host_fallbacks.push_back({op, count});
+  };
   auto fail = [&](absl::string_view what, const absl::Status& status) {
     report.ok = false;
     report.error = absl::StrCat(what, status.message());
+    take_fallbacks();
     return report;
   };
   if (cancelled()) return absl::CancelledError("verification cancelled");
@@ -419,6 +441,7 @@ absl::StatusOr<VerifyReport> VerifyUnguarded(const Program& original,
   report.ok = true;
   for (const OutputComparison& c : report.outputs)
     report.ok = report.ok && c.match;
+  take_fallbacks();
   return report;
 }
 

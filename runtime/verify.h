@@ -80,18 +80,30 @@ struct OutputComparison {
   double atol = 0, rtol = 0;
 };
 
+// Calls of one operator that ran through the host kernel inside a device
+// delegate (runtime/ops/backend_ops.h): a host-only operator of the CUDA
+// backend's table, or a call its device kernel cannot take.
+struct HostFallback {
+  std::string op;
+  int64_t count = 0;
+};
+
 struct VerifyReport {
   bool ok = false;     // every output matches and nothing failed
   std::string device;  // "sim" or "cuda"
   std::string error;   // runtime error naming the node; empty if none
   std::vector<OutputComparison> outputs;
+  // Host fallbacks of the lowered program's run, by operator (sorted); on
+  // sim, the ones the cuda backend would make.
+  std::vector<HostFallback> host_fallbacks;
   // With VerifyOptions::keep_outputs: every method output of the lowered
   // program, as computed on the backend.
   std::vector<GivenInput> lowered_outputs;
 
   // One line per output, after a headline ("verify on sim: OK ...").
   std::string Summary() const;
-  // {"ok", "device", "error", "outputs": [{...}]}; non-finite numbers are
+  // {"ok", "device", "error", "outputs": [{...}], "host_fallbacks":
+  // [{"op", "count"}]}; non-finite numbers are
   // written as the strings "NaN", "Infinity", "-Infinity".
   std::string ToJson() const;
 };

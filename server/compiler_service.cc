@@ -18,6 +18,7 @@
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "passes/pipeline.h"
 #include "passes/proto_io.h"
+#include "runtime/ops/backend_ops.h"
 #include "runtime/verify.h"
 #include "server/digest.h"
 #include "server/rpc_errors.h"
@@ -122,6 +123,11 @@ void ReportToProto(const VerifyReport& report, v1::VerificationReport* out) {
   out->set_device(report.device);
   out->set_error(report.error);
   out->set_summary(report.Summary());
+  for (const HostFallback& fallback : report.host_fallbacks) {
+    v1::HostFallback* wire = out->add_host_fallbacks();
+    wire->set_op(fallback.op);
+    wire->set_count(fallback.count);
+  }
   for (const OutputComparison& comparison : report.outputs) {
     v1::OutputComparison* wire = out->add_outputs();
     wire->set_method(comparison.method);
@@ -946,6 +952,10 @@ v1::GetCapabilitiesResponse CompilerService::Capabilities() const {
   v1::BackendInfo* cuda_backend = caps.add_backends();
   cuda_backend->set_id("FerryCudaBackend");
   cuda_backend->add_device_types("cuda");
+  for (const std::string& op : CudaBackendOperators())
+    cuda_backend->add_operators(op);
+  for (const std::string& op : CudaHostOnlyOperators())
+    cuda_backend->add_host_only_operators(op);
   v1::BackendInfo* host_backend = caps.add_backends();
   host_backend->set_id("FerryHostBackend");
   host_backend->add_device_types("cpu");

@@ -377,6 +377,12 @@ std::string Usage() {
                   "  --config FILE                   read keys from FILE\n"
                   "  --probe HOST:PORT               check a server's health "
                   "and exit 0 when SERVING\n"
+                  "  --probe-service NAME            the health name to check "
+                  "(default \"\": the process)\n"
+                  "  --probe-tls-ca FILE             probe over TLS, trusting "
+                  "FILE's CAs\n"
+                  "  --probe-server-name NAME        the name the server "
+                  "certificate must carry\n"
                   "  --version, --help\n");
   return usage;
 }

@@ -77,6 +77,8 @@ VerifyReport ReportFromProto(const v1::VerificationReport& wire) {
     comparison.rtol = output.rtol();
     report.outputs.push_back(std::move(comparison));
   }
+  for (const v1::HostFallback& fallback : wire.host_fallbacks())
+    report.host_fallbacks.push_back({fallback.op(), fallback.count()});
   return report;
 }
 

@@ -62,18 +62,6 @@ absl::Status DTypeError(std::string message) {
 
 // --- Checked arithmetic -----------------------------------------------------
 
-std::optional<int64_t> CheckedMul(int64_t a, int64_t b) {
-  int64_t out;
-  if (__builtin_mul_overflow(a, b, &out)) return std::nullopt;
-  return out;
-}
-
-std::optional<int64_t> CheckedAdd(int64_t a, int64_t b) {
-  int64_t out;
-  if (__builtin_add_overflow(a, b, &out)) return std::nullopt;
-  return out;
-}
-
 std::optional<int64_t> NumElementsOf(const std::vector<int64_t>& sizes) {
   int64_t numel = 1;
   for (int64_t size : sizes) {
@@ -528,12 +516,6 @@ absl::Status CheckRank(const BoundCall& call, absl::string_view name,
                                  spec.dim(), "-D"));
 }
 
-absl::Status CheckRank(const BoundCall& call, absl::string_view name,
-                       const TensorSpec& spec, int64_t rank) {
-  if (spec.dim() == rank) return absl::OkStatus();
-  return call.Error(absl::StrCat("'", name, "' must be ", rank, "-D, not ",
-                                 spec.dim(), "-D"));
-}
 
 absl::Status CheckResultSizes(const BoundCall& call,
                               const std::vector<int64_t>& sizes, DType dtype) {

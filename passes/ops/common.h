@@ -25,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "passes/ir.h"
+#include "passes/resource_limits.h"
 #include "passes/schema.h"
 
 namespace ferry {
@@ -61,8 +62,7 @@ inline absl::string_view DTypeText(DType dtype) {
 
 // --- Checked arithmetic -----------------------------------------------------
 
-std::optional<int64_t> CheckedMul(int64_t a, int64_t b);
-std::optional<int64_t> CheckedAdd(int64_t a, int64_t b);
+// CheckedMul and CheckedAdd: passes/resource_limits.h.
 std::optional<int64_t> NumElementsOf(const std::vector<int64_t>& sizes);
 
 // Contiguous strides as ATen computes them (a size-0 dim counts as 1),

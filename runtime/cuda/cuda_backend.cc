@@ -7,17 +7,24 @@
 // from the stream-ordered allocator (cudaMallocAsync / cudaFreeAsync), so
 // they are freed in stream order after the kernels that use them.
 //
-// Operators:
-//  - elementwise (unary, binary, comparisons, where, copies, fills) and
-//    reductions (sum, mean, amax, amin), softmax and layer norm: kernels of
-//    our own (cuda_kernels.cu);
+// Operators: the declared table of runtime/ops/backend_ops.h says which
+// operators run here (kDevice) and which through the host kernel
+// (kHostOnly); an operator not in the table is not the backend's (the
+// capability partitioner leaves it on the host; a hand-made delegate with
+// one runs it on the host). Device kernels:
+//  - elementwise (unary, binary, comparisons, where, copies, fills,
+//    masked_fill, empty/ones) and reductions (sum, mean, amax, amin),
+//    softmax and layer norm: kernels of our own (cuda_kernels.cu);
 //  - mm, addmm, bmm, linear on f32/f64/f16/bf16: cuBLAS (GemmStridedBatchedEx
 //    on dense copies of the operands, fp32 accumulation for the 16-bit
 //    types, no TF32);
-//  - anything else (integer matrix products, the copy forms of views,
-//    convolution, pooling, ...), views of more than kMaxDims dims, and calls
-//    whose output overlaps an input: the host kernel, on host copies of the
-//    operands (correct, not fast).
+//  - convolution: im2col (nn_kernels.cu) and one cuBLAS product per batch
+//    element, batched over the groups; batch norm in evaluation, 2-D max
+//    pooling and embedding: nn_kernels.cu.
+// Every call that runs on the host instead (a kHostOnly operator, a dtype
+// or form the device kernel does not take, views of more than kMaxDims
+// dims, an output overlapping an input) goes through RunOnHost, which
+// counts it (RecordHostFallback): never silent.
 //
 // Cancellation (cancel.h): waits for the stream (copies, Synchronize) poll
 // the calling thread's CancelToken instead of blocking, and a call is not
@@ -41,8 +48,10 @@
 #include "runtime/absl_compat.h"
 #include "runtime/cancel.h"
 #include "runtime/cuda/cuda_kernels.h"
+#include "runtime/cuda/nn_kernels.h"
 #include "runtime/host_kernels.h"
 #include "runtime/host_kernels_internal.h"
+#include "runtime/ops/backend_ops.h"
 
 namespace ferry::cuda {
 namespace {
@@ -396,6 +405,13 @@ class CudaDeviceMemory final : public DeviceMemory {
   absl::Status RunSoftmax(const KernelCall& call, bool log);
   absl::Status RunLayerNorm(const KernelCall& call);
   absl::Status RunCat(const KernelCall& call);
+  absl::Status RunConvolution(const KernelCall& call);
+  absl::Status RunBatchNorm(const KernelCall& call);
+  absl::Status RunMaxPool(const KernelCall& call);
+  absl::Status RunEmbedding(const KernelCall& call);
+  absl::Status RunFill(const KernelCall& call, double value);
+  absl::Status RunMaskedFill(const KernelCall& call);
+  absl::Status RunUnsafeView(const KernelCall& call);
 
   int index_;
   cudaStream_t stream_ = nullptr;
@@ -405,6 +421,7 @@ class CudaDeviceMemory final : public DeviceMemory {
 template <typename Fn>
 absl::Status CudaDeviceMemory::RunOnHost(const KernelCall& call,
                                          Fn&& host_kernel) {
+  RecordHostFallback(call.op);
   cudaSetDevice(index_);
   if (absl::Status s = Synchronize(); !s.ok()) return s;
   std::vector<std::vector<std::byte>> staging;
@@ -459,6 +476,10 @@ absl::Status CudaDeviceMemory::RunKernel(const KernelCall& call) {
   cudaSetDevice(index_);
   std::string_view op = call.op;
   if (op.ends_with(".default")) op.remove_suffix(8);
+  // The declared table decides: host-only and unknown operators run the
+  // host kernel (counted).
+  if (CudaBackendSupport(op) != BackendSupport::kDevice)
+    return RunOnHost(call);
   for (const KernelArg& arg : call.args) {
     if (arg.kind == KernelArg::Kind::kTensor && !FitsKernels(arg.tensor))
       return RunOnHost(call);
@@ -499,7 +520,20 @@ absl::Status CudaDeviceMemory::RunKernel(const KernelCall& call) {
     return RunSoftmax(call, true);
   if (op == "aten::native_layer_norm") return RunLayerNorm(call);
   if (op == "aten::cat") return RunCat(call);
-  return RunOnHost(call);
+  if (op == "aten::convolution") return RunConvolution(call);
+  if (op == "aten::native_batch_norm" ||
+      op == "aten::_native_batch_norm_legit_no_training")
+    return RunBatchNorm(call);
+  if (op == "aten::max_pool2d_with_indices") return RunMaxPool(call);
+  if (op == "aten::embedding") return RunEmbedding(call);
+  if (op == "aten::empty.memory_format") return RunFill(call, 0);
+  if (op == "aten::ones") return RunFill(call, 1);
+  if (op == "aten::masked_fill.Scalar") return RunMaskedFill(call);
+  if (op == "aten::_unsafe_view") return RunUnsafeView(call);
+  // Declared as a device kernel in backend_ops.cc but not dispatched here.
+  return absl::InternalError(absl::StrCat(
+      "cuda:", index_, ": ", AsAbsl(call.op),
+      " is declared with a device kernel but the backend has none"));
 }
 
 absl::Status CudaDeviceMemory::RunElementwise(const KernelCall& call) {
@@ -898,6 +932,354 @@ absl::Status CudaDeviceMemory::RunCat(const KernelCall& call) {
     offset += in.sizes[dim];
   }
   return absl::OkStatus();
+}
+
+namespace {
+
+bool BlasTypes(DType dtype, cudaDataType_t* type, cublasComputeType_t* compute) {
+  switch (dtype) {
+    case DType::kF32:
+      *type = CUDA_R_32F;
+      *compute = CUBLAS_COMPUTE_32F;
+      return true;
+    case DType::kF64:
+      *type = CUDA_R_64F;
+      *compute = CUBLAS_COMPUTE_64F;
+      return true;
+    case DType::kF16:
+      *type = CUDA_R_16F;
+      *compute = CUBLAS_COMPUTE_32F;
+      return true;
+    case DType::kBF16:
+      *type = CUDA_R_16BF;
+      *compute = CUBLAS_COMPUTE_32F;
+      return true;
+    default:
+      return false;
+  }
+}
+
+// A per-channel [C] tensor as an operand whose stride is on dim 1.
+Operand ChannelOperand(const KernelArg& arg) {
+  Operand op;
+  if (!arg.is_tensor()) return op;
+  op.data = arg.tensor.data;
+  op.dtype = static_cast<int>(arg.tensor.dtype);
+  op.strides[1] = arg.tensor.dim() > 0 ? arg.tensor.strides[arg.tensor.dim() - 1] : 0;
+  return op;
+}
+
+// An int[2] argument that may hold one value for both dims.
+void IntPair(const KernelArg& arg, int64_t fallback_h, int64_t fallback_w,
+             int64_t& h, int64_t& w) {
+  if (arg.kind == KernelArg::Kind::kInts && arg.ints.size() == 1) {
+    h = w = arg.ints[0];
+  } else if (arg.kind == KernelArg::Kind::kInts && arg.ints.size() >= 2) {
+    h = arg.ints[0];
+    w = arg.ints[1];
+  } else if (arg.kind == KernelArg::Kind::kInt) {
+    h = w = arg.int_value;
+  } else {
+    h = fallback_h;
+    w = fallback_w;
+  }
+}
+
+}  // namespace
+
+// convolution(input, weight, bias?, stride, padding, dilation, transposed,
+//             output_padding, groups): im2col + one cuBLAS product per batch
+// element, batched over the groups.
+absl::Status CudaDeviceMemory::RunConvolution(const KernelCall& call) {
+  TensorView in = call.args[0].tensor;
+  TensorView weight = call.args[1].tensor;
+  const KernelArg& bias = call.args[2];
+  TensorView out = call.outputs[0];
+  const DType dt = out.dtype;
+  cudaDataType_t type;
+  cublasComputeType_t compute;
+  if (call.args[6].bool_value || !BlasTypes(dt, &type, &compute) ||
+      in.dtype != dt || weight.dtype != dt ||
+      (bias.is_tensor() && bias.tensor.dtype != dt) ||
+      (in.dim() != 3 && in.dim() != 4) || weight.dim() != in.dim() ||
+      out.dim() != in.dim())
+    return RunOnHost(call);  // the host kernel computes it or says why not
+  auto param = [&](size_t i, int64_t d, int64_t fallback) {
+    const std::vector<int64_t>& v = call.args[i].ints;
+    if (v.empty()) return fallback;
+    return v.size() == 1 ? v[0] : v[std::min<size_t>(d, v.size() - 1)];
+  };
+  ConvParams p;
+  p.sh = 1, p.ph = 0, p.dh = 1;
+  if (in.dim() == 3) {
+    for (TensorView* t : {&in, &weight, &out}) {
+      t->sizes.insert(t->sizes.begin() + 2, 1);
+      t->strides.insert(t->strides.begin() + 2, 0);
+    }
+    p.sw = param(3, 0, 1), p.pw = param(4, 0, 0), p.dw = param(5, 0, 1);
+  } else {
+    p.sh = param(3, 0, 1), p.ph = param(4, 0, 0), p.dh = param(5, 0, 1);
+    p.sw = param(3, 1, 1), p.pw = param(4, 1, 0), p.dw = param(5, 1, 1);
+  }
+  const int64_t groups = call.args[8].is_number() ? call.args[8].AsInt() : 1;
+  const int64_t N = in.sizes[0];
+  p.C = in.sizes[1], p.H = in.sizes[2], p.W = in.sizes[3];
+  const int64_t F = weight.sizes[0], CG = weight.sizes[1];
+  p.KH = weight.sizes[2], p.KW = weight.sizes[3];
+  p.OH = out.sizes[2], p.OW = out.sizes[3];
+  const bool valid = p.sh > 0 && p.sw > 0 && p.dh > 0 && p.dw > 0 &&
+                     p.ph >= 0 && p.pw >= 0 && groups > 0 &&
+                     p.C == CG * groups && F % groups == 0 &&
+                     out.sizes[0] == N && out.sizes[1] == F &&
+                     (!bias.is_tensor() || bias.tensor.numel() == F) &&
+                     p.OH == (p.H + 2 * p.ph - p.dh * (p.KH - 1) - 1) / p.sh + 1 &&
+                     p.OW == (p.W + 2 * p.pw - p.dw * (p.KW - 1) - 1) / p.sw + 1;
+  if (!valid || out.numel() == 0 || p.OH <= 0 || p.OW <= 0)
+    return RunOnHost(call);  // the host kernel reports the problem
+  Temporaries temporaries(*this);
+  auto dense = [&](const TensorView& t) -> absl::StatusOr<TensorView> {
+    if (t.IsContiguous()) return ContiguousView(t.data, t.dtype, t.sizes);
+    absl::StatusOr<TensorView> d = temporaries.Dense(t.dtype, t.sizes);
+    if (!d.ok()) return d.status();
+    if (absl::Status s =
+            Elementwise(ElementwiseOp::kCopy, *d, Aligned(t, ShapeOf(t.sizes)),
+                        {}, {}, 0, 0, 0, true);
+        !s.ok())
+      return s;
+    return *d;
+  };
+  absl::StatusOr<TensorView> x = dense(in);
+  if (!x.ok()) return x.status();
+  absl::StatusOr<TensorView> w = dense(weight);
+  if (!w.ok()) return w.status();
+  absl::StatusOr<TensorView> y = out.IsContiguous()
+                                     ? absl::StatusOr<TensorView>(out)
+                                     : temporaries.Dense(dt, out.sizes);
+  if (!y.ok()) return y.status();
+  const int64_t fg = F / groups, k = CG * p.KH * p.KW, ohw = p.OH * p.OW;
+  const bool pointwise = p.KH == 1 && p.KW == 1 && p.sh == 1 && p.sw == 1 &&
+                         p.ph == 0 && p.pw == 0;
+  TensorView col;
+  if (!pointwise) {
+    std::array<int64_t, 2> col_sizes{p.C * p.KH * p.KW, ohw};
+    absl::StatusOr<TensorView> c = temporaries.Dense(dt, col_sizes);
+    if (!c.ok()) return c.status();
+    col = *c;
+  }
+  const int64_t es = ElementSize(dt);
+  const double one = 1, zero = 0;
+  const float one32 = 1, zero32 = 0;
+  const void* alpha = compute == CUBLAS_COMPUTE_64F
+                          ? static_cast<const void*>(&one)
+                          : static_cast<const void*>(&one32);
+  const void* beta = compute == CUBLAS_COMPUTE_64F
+                         ? static_cast<const void*>(&zero)
+                         : static_cast<const void*>(&zero32);
+  for (int64_t n = 0; n < N; ++n) {
+    if (StopRequested()) return CheckStop(absl::StrCat("cuda:", index_, ": "));
+    const std::byte* xn = x->bytes() + n * p.C * p.H * p.W * es;
+    std::byte* yn = y->bytes() + n * F * ohw * es;
+    const void* cols = xn;
+    if (!pointwise) {
+      if (cudaError_t e = LaunchIm2Col(xn, col.data, static_cast<int>(es), p,
+                                       stream_);
+          e != cudaSuccess)
+        return CudaError(index_, "im2col kernel", e);
+      cols = col.data;
+    }
+    // Row-major y[g] (fg x ohw) = w[g] (fg x k) @ cols[g] (k x ohw), i.e.
+    // column-major y^T = cols^T @ w^T.
+    cublasStatus_t status = cublasGemmStridedBatchedEx(
+        blas_, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(ohw),
+        static_cast<int>(fg), static_cast<int>(k), alpha, cols, type,
+        static_cast<int>(ohw), k * ohw, w->data, type, static_cast<int>(k),
+        fg * k, beta, yn, type, static_cast<int>(ohw), fg * ohw,
+        static_cast<int>(groups), compute, CUBLAS_GEMM_DEFAULT);
+    if (status != CUBLAS_STATUS_SUCCESS)
+      return BlasError(index_, "cublasGemmStridedBatchedEx", status);
+  }
+  const Shape shape = ShapeOf(y->sizes);
+  if (bias.is_tensor()) {
+    Operand b = ChannelOperand(bias);
+    if (absl::Status s = Elementwise(ElementwiseOp::kAdd, *y,
+                                     Aligned(*y, shape), b, {}, 1, 0, 0, true);
+        !s.ok())
+      return s;
+  }
+  if (y->data != out.data)
+    return Elementwise(ElementwiseOp::kCopy, out, Aligned(*y, shape), {}, {},
+                       0, 0, 0, true);
+  return absl::OkStatus();
+}
+
+// native_batch_norm / _native_batch_norm_legit_no_training in evaluation.
+absl::Status CudaDeviceMemory::RunBatchNorm(const KernelCall& call) {
+  const bool legit = call.op.find("legit") != std::string_view::npos;
+  if (call.args.size() < (legit ? 7u : 8u)) return RunOnHost(call);
+  if (!legit && call.args[5].bool_value) return RunOnHost(call);  // training
+  const double eps = call.args[legit ? 6 : 7].AsDouble();
+  const TensorView& in = call.args[0].tensor;
+  const TensorView& out = call.outputs[0];
+  if (in.dim() < 2 || out.sizes != in.sizes || !IsFloatingPoint(in.dtype) ||
+      !IsFloatingPoint(out.dtype))
+    return RunOnHost(call);
+  const int64_t channels = in.sizes[1];
+  for (int i = 1; i <= 4; ++i) {
+    const KernelArg& a = call.args[i];
+    if ((i >= 3 && !a.is_tensor()) ||
+        (a.is_tensor() && a.tensor.numel() != channels))
+      return RunOnHost(call);  // the host kernel says why
+  }
+  const Shape shape = ShapeOf(out.sizes);
+  auto saved = [&](size_t i) {
+    Operand op;
+    if (call.outputs.size() > i && call.outputs[i].numel() == channels &&
+        channels > 0) {
+      const TensorView& t = call.outputs[i];
+      op.data = t.data;
+      op.dtype = static_cast<int>(t.dtype);
+      op.strides[1] = t.dim() > 0 ? t.strides[t.dim() - 1] : 0;
+    }
+    return op;
+  };
+  return Check(LaunchBatchNormEval(
+                   shape, Aligned(in, shape), Aligned(out, shape),
+                   ChannelOperand(call.args[3]), ChannelOperand(call.args[4]),
+                   ChannelOperand(call.args[1]), ChannelOperand(call.args[2]),
+                   saved(1), saved(2), eps, stream_),
+               call);
+}
+
+// max_pool2d_with_indices(self, kernel_size, stride=[], padding=0,
+//                         dilation=1, ceil_mode=False)
+absl::Status CudaDeviceMemory::RunMaxPool(const KernelCall& call) {
+  const TensorView& in = call.args[0].tensor;
+  if ((in.dim() != 3 && in.dim() != 4) || call.outputs.size() != 2)
+    return RunOnHost(call);
+  const TensorView& out = call.outputs[0];
+  const TensorView& idx = call.outputs[1];
+  if (out.dim() != in.dim() || idx.sizes != out.sizes ||
+      !IsFloatingPoint(in.dtype))
+    return RunOnHost(call);
+  PoolParams p;
+  IntPair(call.args[1], 1, 1, p.kh, p.kw);
+  IntPair(call.args[2], p.kh, p.kw, p.sh, p.sw);
+  if (call.args[2].kind == KernelArg::Kind::kInts && call.args[2].ints.empty())
+    p.sh = p.kh, p.sw = p.kw;
+  IntPair(call.args[3], 0, 0, p.ph, p.pw);
+  IntPair(call.args[4], 1, 1, p.dh, p.dw);
+  if (p.kh <= 0 || p.kw <= 0 || p.sh <= 0 || p.sw <= 0 || p.ph < 0 ||
+      p.pw < 0 || p.dh <= 0 || p.dw <= 0)
+    return RunOnHost(call);
+  const int64_t d = in.dim();
+  p.H = in.sizes[d - 2], p.W = in.sizes[d - 1];
+  p.OH = out.sizes[d - 2], p.OW = out.sizes[d - 1];
+  p.in_h = in.strides[d - 2], p.in_w = in.strides[d - 1];
+  p.out_h = out.strides[d - 2], p.out_w = out.strides[d - 1];
+  p.idx_h = idx.strides[d - 2], p.idx_w = idx.strides[d - 1];
+  auto lead = [&](const TensorView& t) {
+    TensorView l = t;
+    l.sizes.resize(d - 2);
+    l.strides.resize(d - 2);
+    return l;
+  };
+  const Shape lead_shape = ShapeOf(lead(out).sizes);
+  return Check(
+      LaunchMaxPool2d(lead_shape, Aligned(lead(in), lead_shape),
+                      Aligned(lead(out), lead_shape),
+                      Aligned(lead(idx), lead_shape), p, stream_),
+      call);
+}
+
+// embedding(weight, indices, padding_idx=-1, scale_grad_by_freq, sparse)
+absl::Status CudaDeviceMemory::RunEmbedding(const KernelCall& call) {
+  const TensorView& weight = call.args[0].tensor;
+  const TensorView& indices = call.args[1].tensor;
+  const TensorView& out = call.outputs[0];
+  if (weight.dim() != 2 || IsFloatingPoint(indices.dtype) ||
+      indices.dtype == DType::kBool ||
+      out.numel() != indices.numel() * weight.sizes[1])
+    return RunOnHost(call);
+  const int64_t rows = indices.numel(), width = weight.sizes[1];
+  if (rows == 0 || width == 0) return absl::OkStatus();
+  Temporaries temporaries(*this);
+  absl::StatusOr<TensorView> index = temporaries.Dense(DType::kI64, indices.sizes);
+  if (!index.ok()) return index.status();
+  if (absl::Status s = Elementwise(ElementwiseOp::kCopy, *index,
+                                   Aligned(indices, ShapeOf(indices.sizes)),
+                                   {}, {}, 0, 0, 0, false);
+      !s.ok())
+    return s;
+  absl::StatusOr<TensorView> dense_out =
+      out.IsContiguous() ? absl::StatusOr<TensorView>(out)
+                         : temporaries.Dense(out.dtype, out.sizes);
+  if (!dense_out.ok()) return dense_out.status();
+  std::array<int64_t, 1> one{1};
+  absl::StatusOr<TensorView> bad = temporaries.Dense(DType::kI32, one);
+  if (!bad.ok()) return bad.status();
+  if (cudaError_t e = cudaMemsetAsync(bad->data, 0, sizeof(int), stream_);
+      e != cudaSuccess)
+    return Check(e, call);
+  Operand w = Aligned(weight, ShapeOf(weight.sizes));
+  Operand o;
+  o.data = dense_out->data;
+  o.dtype = static_cast<int>(out.dtype);
+  if (cudaError_t e = LaunchEmbedding(
+          w, weight.sizes[0], width, static_cast<const int64_t*>(index->data),
+          rows, o, static_cast<int*>(bad->data), stream_);
+      e != cudaSuccess)
+    return Check(e, call);
+  int flag = 0;
+  if (absl::Status s = CopyToHost(reinterpret_cast<std::byte*>(&flag),
+                                  bad->bytes(), sizeof(int));
+      !s.ok())
+    return s;
+  if (flag != 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat(AsAbsl(call.op), ": index out of range in self"));
+  if (dense_out->data != out.data)
+    return Elementwise(ElementwiseOp::kCopy, out,
+                       Aligned(*dense_out, ShapeOf(out.sizes)), {}, {}, 0, 0,
+                       0, true);
+  return absl::OkStatus();
+}
+
+// empty.memory_format (zeros, as the host kernel) and ones.
+absl::Status CudaDeviceMemory::RunFill(const KernelCall& call, double value) {
+  const TensorView& out = call.outputs[0];
+  Operand v;
+  v.is_scalar = true;
+  v.dtype = element::kF64;
+  v.scalar_float = value;
+  v.scalar_int = static_cast<int64_t>(value);
+  return Elementwise(ElementwiseOp::kCopy, out, v, {}, {}, 0, 0, 0,
+                     IsFloatingPoint(out.dtype));
+}
+
+// masked_fill.Scalar(self, mask, value) = where(mask, value, self).
+absl::Status CudaDeviceMemory::RunMaskedFill(const KernelCall& call) {
+  const TensorView& self = call.args[0].tensor;
+  const TensorView& mask = call.args[1].tensor;
+  const TensorView& out = call.outputs[0];
+  if (mask.dtype != DType::kBool || out.sizes != self.sizes ||
+      !host::BroadcastsTo(mask, out.sizes) || !call.args[2].is_number())
+    return RunOnHost(call);
+  const Shape shape = ShapeOf(out.sizes);
+  return Elementwise(ElementwiseOp::kWhere, out, Aligned(mask, shape),
+                     ScalarOperand(call.args[2]), Aligned(self, shape), 0, 0,
+                     0, IsFloatingPoint(out.dtype));
+}
+
+// _unsafe_view(self, size): a copy (fresh storage); dense sources only.
+absl::Status CudaDeviceMemory::RunUnsafeView(const KernelCall& call) {
+  const TensorView& in = call.args[0].tensor;
+  const TensorView& out = call.outputs[0];
+  if (!in.IsContiguous() || in.numel() != out.numel() || in.dtype != out.dtype)
+    return RunOnHost(call);
+  TensorView reshaped = ContiguousView(in.data, in.dtype, out.sizes);
+  return Elementwise(ElementwiseOp::kCopy, out,
+                     Aligned(reshaped, ShapeOf(out.sizes)), {}, {}, 0, 0, 0,
+                     IsFloatingPoint(out.dtype));
 }
 
 // Pinned host memory: the host side of copies in CUDA mode. Falls back to

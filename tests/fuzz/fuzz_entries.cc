@@ -165,9 +165,10 @@ int FuzzSchema(const uint8_t* data, size_t size) {
     const std::optional<AliasInfo>& owner = schema->arguments[*aliased].alias;
     if (!owner || owner->set != alias->set ||
         (alias->is_write && !owner->is_write))
-      Finding("a result aliases an argument of another set, or a written "
-              "result an argument that is not written",
-              AsBytes(data, size));
+      Finding(
+          "a result aliases an argument of another set, or a written "
+          "result an argument that is not written",
+          AsBytes(data, size));
   }
   return 0;
 }

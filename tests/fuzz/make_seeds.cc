@@ -1,5 +1,6 @@
 // ferry_fuzz_seeds SOURCE_ROOT OUT_DIR: writes the fuzzers' seed inputs.
-//  OUT_DIR/pipeline/, OUT_DIR/verify/: every tests/conformance/*/request.textproto
+//  OUT_DIR/pipeline/, OUT_DIR/verify/: every
+//  tests/conformance/*/request.textproto
 //    and examples/*.textproto as a binary ferry.v1.LowerRequest;
 //  OUT_DIR/schema/: every schema string of the operator registry
 //    (passes/op_registry.cc, adjacent string literals joined).
@@ -115,7 +116,8 @@ int main(int argc, char** argv) {
                          schemas[i])
                    ? 1
                    : 0;
-  std::printf("%d seed files in %s (%zu requests, %zu schemas, %d unreadable)\n",
-              written, out.c_str(), requests.size(), schemas.size(), failed);
+  std::printf(
+      "%d seed files in %s (%zu requests, %zu schemas, %d unreadable)\n",
+      written, out.c_str(), requests.size(), schemas.size(), failed);
   return failed == 0 && !schemas.empty() ? 0 : 1;
 }

@@ -91,9 +91,25 @@ void Collect(Message* message, int depth, Tree& tree) {
 const std::vector<std::string>& Dictionary() {
   static const std::vector<std::string>* const words = [] {
     auto* out = new std::vector<std::string>{
-        "", "output", "forward", "cuda:0", "cuda:1", "cuda:-1", "cpu",
-        "sim", "tpu:0", "cuda:", "target_device", "FerryCudaBackend",
-        "getitem", "delegate", "m", "x", "a", "self", std::string(kH2DCopyOp),
+        "",
+        "output",
+        "forward",
+        "cuda:0",
+        "cuda:1",
+        "cuda:-1",
+        "cpu",
+        "sim",
+        "tpu:0",
+        "cuda:",
+        "target_device",
+        "FerryCudaBackend",
+        "getitem",
+        "delegate",
+        "m",
+        "x",
+        "a",
+        "self",
+        std::string(kH2DCopyOp),
         std::string(kD2HCopyOp),
         "aten::foo(Tensor(a) self) -> Tensor(b)",
         "aten::bar(Tensor(a!) self, Tensor(a!) other) -> Tensor(a!)"};
@@ -109,23 +125,61 @@ T Pick(const std::vector<T>& values, std::mt19937_64& rng) {
 }
 
 int64_t InterestingInt(int64_t current, std::mt19937_64& rng) {
-  static const std::vector<int64_t> kValues = {
-      0, 1, -1, 2, 3, 4, 7, 8, 16, 17, 64, 255, 256, 1000, 1024, 4096, 65535,
-      65536, int64_t{1} << 20, int64_t{1} << 24, 100000, 2147483647,
-      -2147483648LL, int64_t{1} << 31, int64_t{1} << 32, int64_t{4294967296} + 4,
-      int64_t{1} << 40, int64_t{1} << 62, INT64_MAX, INT64_MIN, INT64_MIN + 1};
+  static const std::vector<int64_t> kValues = {0,
+                                               1,
+                                               -1,
+                                               2,
+                                               3,
+                                               4,
+                                               7,
+                                               8,
+                                               16,
+                                               17,
+                                               64,
+                                               255,
+                                               256,
+                                               1000,
+                                               1024,
+                                               4096,
+                                               65535,
+                                               65536,
+                                               int64_t{1} << 20,
+                                               int64_t{1} << 24,
+                                               100000,
+                                               2147483647,
+                                               -2147483648LL,
+                                               int64_t{1} << 31,
+                                               int64_t{1} << 32,
+                                               int64_t{4294967296} + 4,
+                                               int64_t{1} << 40,
+                                               int64_t{1} << 62,
+                                               INT64_MAX,
+                                               INT64_MIN,
+                                               INT64_MIN + 1};
   const uint64_t bits = static_cast<uint64_t>(current);  // wraps, no UB
   switch (rng() % 4) {
-    case 0: return static_cast<int64_t>(bits + 1);
-    case 1: return static_cast<int64_t>(bits - 1);
-    case 2: return static_cast<int64_t>(bits * 2);
-    default: return Pick(kValues, rng);
+    case 0:
+      return static_cast<int64_t>(bits + 1);
+    case 1:
+      return static_cast<int64_t>(bits - 1);
+    case 2:
+      return static_cast<int64_t>(bits * 2);
+    default:
+      return Pick(kValues, rng);
   }
 }
 
 double InterestingDouble(std::mt19937_64& rng) {
   static const std::vector<double> kValues = {
-      0.0, -0.0, 1.0, -1.0, 0.5, 1e-30, 1e30, 65504.0, 1e308,
+      0.0,
+      -0.0,
+      1.0,
+      -1.0,
+      0.5,
+      1e-30,
+      1e30,
+      65504.0,
+      1e308,
       std::numeric_limits<double>::infinity(),
       -std::numeric_limits<double>::infinity(),
       std::numeric_limits<double>::quiet_NaN()};
@@ -139,7 +193,8 @@ std::string NewString(const std::string& current, const Tree& tree,
     case 1:
       if (!tree.strings.empty()) return Pick(tree.strings, rng);
       [[fallthrough]];
-    case 2: return Pick(Dictionary(), rng);
+    case 2:
+      return Pick(Dictionary(), rng);
     default: {
       std::string out = current;
       if (out.empty() || rng() % 2) {
@@ -195,27 +250,29 @@ void SetScalar(const Slot& slot, bool add, const Tree& tree,
   const Reflection* r = m->GetReflection();
   const int i = slot.index;
   const bool repeated = f->is_repeated();
-#define FERRY_SET(Type, value)                    \
-  do {                                            \
-    if (!repeated)                                \
-      r->Set##Type(m, f, value);                  \
-    else if (add)                                 \
-      r->Add##Type(m, f, value);                  \
-    else                                          \
-      r->SetRepeated##Type(m, f, i, value);       \
+#define FERRY_SET(Type, value)              \
+  do {                                      \
+    if (!repeated)                          \
+      r->Set##Type(m, f, value);            \
+    else if (add)                           \
+      r->Add##Type(m, f, value);            \
+    else                                    \
+      r->SetRepeated##Type(m, f, i, value); \
   } while (0)
-#define FERRY_GET(Type) \
+#define FERRY_GET(Type)                  \
   (add ? decltype(r->Get##Type(*m, f)){} \
        : (repeated ? r->GetRepeated##Type(*m, f, i) : r->Get##Type(*m, f)))
   switch (f->cpp_type()) {
     case FieldDescriptor::CPPTYPE_INT32:
-      FERRY_SET(Int32, static_cast<int32_t>(InterestingInt(FERRY_GET(Int32), rng)));
+      FERRY_SET(Int32,
+                static_cast<int32_t>(InterestingInt(FERRY_GET(Int32), rng)));
       break;
     case FieldDescriptor::CPPTYPE_INT64:
       FERRY_SET(Int64, InterestingInt(FERRY_GET(Int64), rng));
       break;
     case FieldDescriptor::CPPTYPE_UINT32:
-      FERRY_SET(UInt32, static_cast<uint32_t>(InterestingInt(FERRY_GET(UInt32), rng)));
+      FERRY_SET(UInt32,
+                static_cast<uint32_t>(InterestingInt(FERRY_GET(UInt32), rng)));
       break;
     case FieldDescriptor::CPPTYPE_UINT64:
       FERRY_SET(UInt64, static_cast<uint64_t>(InterestingInt(

@@ -59,8 +59,8 @@ std::string InputBytes(const fs::path& file) {
   if (file.extension() != ".textproto") return bytes;
   v1::LowerRequest request;
   bool bare = false;
-  absl::Status parsed = ParseRequest(bytes, FileFormat::kText, file.string(),
-                                     &request, &bare);
+  absl::Status parsed =
+      ParseRequest(bytes, FileFormat::kText, file.string(), &request, &bare);
   EXPECT_TRUE(parsed.ok()) << parsed;
   return request.SerializeAsString();
 }
@@ -89,7 +89,8 @@ class FuzzCorpus : public ::testing::TestWithParam<std::string> {};
 TEST_P(FuzzCorpus, EveryInputRunsCleanly) {
   const Target* target = FindTarget(GetParam());
   ASSERT_NE(target, nullptr);
-  const std::vector<fs::path> files = InputsIn(kFuzzDir / "corpus" / GetParam());
+  const std::vector<fs::path> files =
+      InputsIn(kFuzzDir / "corpus" / GetParam());
   // An empty corpus would make this test pass vacuously.
   EXPECT_GE(files.size(), 10u) << "corpus/" << GetParam();
   for (const fs::path& file : files) {
@@ -118,10 +119,9 @@ std::vector<Regression> Regressions() {
     for (const fs::path& file : InputsIn(dir.path()))
       out.push_back({dir.path().filename().string(), file});
   }
-  std::sort(out.begin(), out.end(),
-            [](const Regression& a, const Regression& b) {
-              return a.path < b.path;
-            });
+  std::sort(
+      out.begin(), out.end(),
+      [](const Regression& a, const Regression& b) { return a.path < b.path; });
   return out;
 }
 
@@ -134,17 +134,17 @@ class FuzzRegression : public ::testing::TestWithParam<Regression> {};
 TEST_P(FuzzRegression, RunsCleanly) {
   const Regression& regression = GetParam();
   const Target* target = FindTarget(regression.target);
-  ASSERT_NE(target, nullptr) << regression.path
-                             << ": the directory names no fuzz target";
+  ASSERT_NE(target, nullptr)
+      << regression.path << ": the directory names no fuzz target";
   EXPECT_EQ(Replay(*target, regression.path), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Inputs, FuzzRegression, ::testing::ValuesIn(Regressions()),
-    [](const ::testing::TestParamInfo<Regression>& info) {
-      return TestName(info.param.target + "_" +
-                      info.param.path.filename().string());
-    });
+INSTANTIATE_TEST_SUITE_P(Inputs, FuzzRegression,
+                         ::testing::ValuesIn(Regressions()),
+                         [](const ::testing::TestParamInfo<Regression>& info) {
+                           return TestName(info.param.target + "_" +
+                                           info.param.path.filename().string());
+                         });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(FuzzRegression);
 
 // The structure-aware mutator keeps requests requests, and most of them
@@ -157,9 +157,9 @@ TEST(ProtoMutator, MutantsOfTheConformanceSeedsStayRequests) {
     for (unsigned int i = 0; i < 20; ++i) {
       std::string buffer = seed;
       buffer.resize(seed.size() + 4096);
-      const size_t size = MutateRequestBytes(
-          reinterpret_cast<uint8_t*>(buffer.data()), seed.size(),
-          buffer.size(), i);
+      const size_t size =
+          MutateRequestBytes(reinterpret_cast<uint8_t*>(buffer.data()),
+                             seed.size(), buffer.size(), i);
       ++mutants;
       if (size == 0) {  // emptied, or grown past the room: libFuzzer's turn
         ++fallbacks;
@@ -169,9 +169,9 @@ TEST(ProtoMutator, MutantsOfTheConformanceSeedsStayRequests) {
       changed += buffer != seed ? 1 : 0;
       v1::LowerRequest request;
       bool bare = false;
-      ASSERT_TRUE(ParseRequest(buffer, FileFormat::kBinary, "mutant", &request,
-                               &bare)
-                      .ok())
+      ASSERT_TRUE(
+          ParseRequest(buffer, FileFormat::kBinary, "mutant", &request, &bare)
+              .ok())
           << file << " seed " << i;
       Diagnostics diagnostics;
       ImportProgram(request.program(), diagnostics);

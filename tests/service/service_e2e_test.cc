@@ -367,19 +367,15 @@ TEST(ServiceTest, OverResourceLimitsIsResourceExhaustedBeforeAnyAllocation) {
     EXPECT_TRUE(lowered->ok());
   }
 
-  // Values of 2^61 bytes each: planning their offsets would overflow.
+  // Two values of 2^61 bytes each: planning their offsets would overflow.
   v1::LowerRequest vast =
       HugeInputRequest("dtype: F32 sizes: 576460752303423488");
   v1::Method* method = vast.mutable_program()->mutable_methods(0);
-  for (const char* name : {"y", "z"}) {
-    v1::Node* node = method->add_nodes();
-    *node = method->nodes(0);
-    node->set_name(name);
-    method->mutable_nodes()->SwapElements(method->nodes_size() - 1,
-                                          method->nodes_size() - 2);
-  }
+  *method->add_nodes() = method->nodes(0);
+  method->mutable_nodes(2)->set_name("y");
+  method->mutable_nodes()->SwapElements(1, 2);  // the output stays last
   ExpectQuota(client->Lower(vast).status(),
-              "program.methods['forward'].nodes['z']", "TENSOR_TOO_LARGE");
+              "program.methods['forward'].nodes['y']", "TENSOR_TOO_LARGE");
 
   // A resource error naming a 5 KB constant still fits the trailers.
   absl::Status named =
