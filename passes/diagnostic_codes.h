@@ -67,6 +67,7 @@ inline constexpr char kLayoutNormalized[] = "FERRY-W0601";
 // --- partition / lower --------------------------------------------------------------
 inline constexpr char kPartitionCycle[] = "FERRY-E0701";
 inline constexpr char kPartitionUnsupported[] = "FERRY-E0702";
+inline constexpr char kSchemaDiffersFromRegistry[] = "FERRY-W0703";  // node schema != registry's
 
 // --- place_and_copy -------------------------------------------------------------------
 inline constexpr char kPerCallConstantCopy[] = "FERRY-W0801";    // constant copied every call

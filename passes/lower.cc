@@ -22,6 +22,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "passes/alias.h"
+#include "passes/partition.h"
 #include "passes/schema.h"
 
 namespace ferry {
@@ -196,11 +197,7 @@ absl::StatusOr<PassStats> LowerPartitions(Program& program,
       std::string target = target_it != tag_targets.end()
                                ? target_it->second
                                : options.partition_target;
-      absl::StatusOr<Device> device = ParseTargetDevice(target);
-      std::string backend = options.partition_backend;
-      if (backend.empty())
-        backend = device.ok() && device->is_host() ? "FerryHostBackend"
-                                                   : "FerryCudaBackend";
+      std::string backend = PartitionBackend(options, target);
       std::string id = UniqueName(absl::StrCat(method.name, ".", group.tag),
                                   module_ids);
       program.modules.push_back(

@@ -9,6 +9,19 @@
 //   s = sin(t)
 //   u = mul(s, b)        [tag d0]      <- cycle: d0 -> sin -> d0: E0701
 //
+// What a partition may claim. A call is lowerable when it is a registry
+// operator (a node carrying the registry's own schema counts; one carrying a
+// different schema for a registered name is a custom operator, W0703), not
+// metadata-only and not a copy. A partition for a backend claims only the
+// operators that backend declared (LowerOptions::backend_operators, filled
+// from the runtime; every lowerable operator when it declared none);
+// BY_CAPABILITY narrows that by the request's allow/deny lists, so that
+// e.g. a denied `relu_` stays on the host between two device partitions:
+//
+//   c = convolution(x, w)  [partition_0]
+//   r = relu_(c)           (denied: host)      place_and_copy then inserts
+//   d = convolution(r, w2) [partition_1]       D2H before r, H2D after it
+//
 // Phases: (1) CheckTaggedNodes (BY_TAG) or TagByCapability (BY_CAPABILITY)
 // put tags on call nodes; (2) AdoptGetItems tags getitems of tagged tuple
 // nodes; (3) CheckConvex reports cycles; (4) AdoptProgramData tags program
@@ -17,19 +30,42 @@
 #include "passes/partition.h"
 
 #include <algorithm>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "passes/alias.h"
 #include "passes/diagnostic_codes.h"
+#include "passes/pipeline.h"
 #include "passes/schema.h"
 
 namespace ferry {
 
-bool IsLowerableCall(const Node& node) {
-  if (node.kind != NodeKind::kCall) return false;
-  if (!node.schema_text.empty()) return false;  // custom op: no backend kernel
+const OpInfo* RegistryOperator(const Node& node) {
+  if (node.kind != NodeKind::kCall) return nullptr;
   const OpInfo* info = LookupOp(node.target);
+  if (info == nullptr || node.schema_text.empty()) return info;
+  // A schema of its own: the registry's operator only when it is the
+  // registry's schema; otherwise a custom operator (no backend kernel).
+  if (node.schema != nullptr && SameSchema(*node.schema, *info->schema)) {
+    return info;
+  }
+  return nullptr;
+}
+
+std::string PartitionBackend(const LowerOptions& options,
+                             std::string_view target) {
+  if (!options.partition_backend.empty()) return options.partition_backend;
+  absl::StatusOr<Device> device = ParseTargetDevice(target);
+  return device.ok() && device->is_host() ? "FerryHostBackend"
+                                          : "FerryCudaBackend";
+}
+
+bool IsLowerableCall(const Node& node) {
+  const OpInfo* info = RegistryOperator(node);
   if (!info || info->metadata_only) return false;
   if (node.target == kH2DCopyOp || node.target == kD2HCopyOp) return false;
   return node.result == ResultKind::kTensor || node.result == ResultKind::kTuple;
@@ -38,6 +74,65 @@ bool IsLowerableCall(const Node& node) {
 namespace {
 
 constexpr int32_t kNoGroup = -1;
+
+bool Contains(const std::vector<std::string>& sorted, const std::string& name) {
+  return std::binary_search(sorted.begin(), sorted.end(), name);
+}
+
+// The operators a partition for one backend may claim.
+class OperatorFilter {
+ public:
+  // `declared`: the backend's operators (null: every lowerable one);
+  // `allow` (empty: no narrowing) and `deny`: the request's lists.
+  OperatorFilter(const std::vector<std::string>* declared,
+                 const std::vector<std::string>* allow,
+                 const std::vector<std::string>* deny)
+      : declared_(declared), allow_(allow), deny_(deny) {}
+
+  // Whether the backend runs `node`, a lowerable call.
+  bool BackendRuns(const Node& node) const {
+    return declared_ == nullptr || Contains(*declared_, Name(node));
+  }
+  // Whether a partition claims `node`.
+  bool Claims(const Node& node) const {
+    if (!IsLowerableCall(node) || !BackendRuns(node)) return false;
+    const std::string name = Name(node);
+    if (allow_ != nullptr && !allow_->empty() && !Contains(*allow_, name)) {
+      return false;  // Not on the request's allow list.
+    }
+    return deny_ == nullptr || !Contains(*deny_, name);
+  }
+
+ private:
+  // The registry's spelling ("aten::relu", not "aten::relu.default").
+  static std::string Name(const Node& node) {
+    return RegistryOperator(node)->schema->QualifiedName();
+  }
+
+  const std::vector<std::string>* declared_;
+  const std::vector<std::string>* allow_;
+  const std::vector<std::string>* deny_;
+};
+
+// W0703 for every call carrying a schema that differs from the registry's
+// for the same name: it stays a custom operator, on the host.
+void ReportForeignSchemas(const Method& method, Diagnostics& diagnostics) {
+  for (const Node& node : method.nodes) {
+    if (node.kind != NodeKind::kCall || node.schema_text.empty()) continue;
+    const OpInfo* info = LookupOp(node.target);
+    if (info == nullptr || RegistryOperator(node) != nullptr) continue;
+    diagnostics.Warning(
+        codes::kSchemaDiffersFromRegistry,
+        absl::StrCat("'", node.name, "' carries a schema for '", node.target,
+                     "' that differs from the registry's; it is treated as a "
+                     "custom operator and stays on the host"),
+        {node.name},
+        absl::StrCat("drop call.schema to use the registered operator (",
+                     info->schema->QualifiedName(),
+                     ", docs/operators.md), or give the custom operator a "
+                     "name of its own"));
+  }
+}
 
 bool IsProgramDataNode(const Node& node) {
   return node.kind == NodeKind::kConstant ||
@@ -67,7 +162,10 @@ Groups GroupsFromTags(const Method& method) {
 
 // BY_TAG: tags only on lowerable calls, getitems and program data.
 void CheckTaggedNodes(Method& method, const StorageRoots& roots,
-                      const Groups& groups, Diagnostics& diagnostics) {
+                      const Groups& groups, const LowerOptions& options,
+                      Diagnostics& diagnostics) {
+  std::map<std::string, std::string> tag_targets(options.tag_targets.begin(),
+                                                 options.tag_targets.end());
   for (int32_t i = 0; i < static_cast<int32_t>(method.nodes.size()); ++i) {
     Node& node = method.nodes[i];
     if (node.delegation_tag.empty()) continue;
@@ -81,6 +179,23 @@ void CheckTaggedNodes(Method& method, const StorageRoots& roots,
             {node.name},
             "leave metadata-only operators, copies and operators with a "
             "custom schema untagged");
+        continue;
+      }
+      auto target = tag_targets.find(node.delegation_tag);
+      std::string backend = PartitionBackend(
+          options, target != tag_targets.end() ? target->second
+                                               : options.partition_target);
+      OperatorFilter filter(options.backend_operators.For(backend), nullptr,
+                            nullptr);
+      if (!filter.BackendRuns(node)) {
+        diagnostics.Error(
+            codes::kPartitionUnsupported,
+            absl::StrCat("backend '", backend, "' does not run operator '",
+                         node.target, "' (tag '", node.delegation_tag, "')"),
+            {node.name},
+            "leave the node untagged (it runs on the host), or tag it for a "
+            "backend that runs it (GetCapabilities lists each backend's "
+            "operators)");
         continue;
       }
       for (const ValueId& written : roots.WrittenBy(i)) {
@@ -107,7 +222,7 @@ void CheckTaggedNodes(Method& method, const StorageRoots& roots,
 // BY_CAPABILITY: greedy in node order. A lowerable call joins the open
 // partition unless one of its operands is outside the partition and depends
 // on it (joining would close a cycle); then a new partition opens.
-void TagByCapability(Method& method) {
+void TagByCapability(Method& method, const OperatorFilter& filter) {
   const size_t n = method.nodes.size();
   const std::vector<std::vector<int32_t>> effects =
       EffectDependencies(method, StorageRoots(method));
@@ -118,7 +233,7 @@ void TagByCapability(Method& method) {
   for (size_t i = 0; i < n; ++i) {
     Node& node = method.nodes[i];
     node.delegation_tag.clear();
-    bool lowerable = IsLowerableCall(node);
+    bool lowerable = filter.Claims(node);
     bool reads_tainted = false;
     bool reads_open = false;
     auto depend = [&](int32_t d) {
@@ -292,12 +407,19 @@ absl::StatusOr<PassStats> Partition(Program& program,
   int64_t partitions = 0;
   for (Method& method : program.methods) {
     diagnostics.SetMethod(method.name);
+    if (options.partitioner != LowerOptions::Partitioner::kNone) {
+      ReportForeignSchemas(method, diagnostics);
+    }
     switch (options.partitioner) {
       case LowerOptions::Partitioner::kNone:
         for (Node& node : method.nodes) node.delegation_tag.clear();
         continue;
       case LowerOptions::Partitioner::kByCapability:
-        TagByCapability(method);
+        TagByCapability(
+            method,
+            OperatorFilter(options.backend_operators.For(PartitionBackend(
+                               options, options.partition_target)),
+                           &options.allow_operators, &options.deny_operators));
         AdoptGetItems(method);
         AdoptProgramData(method, /*adopt_untagged=*/true);
         break;
@@ -307,7 +429,8 @@ absl::StatusOr<PassStats> Partition(Program& program,
           any_tag |= !node.delegation_tag.empty();
         if (!any_tag) continue;
         StorageRoots roots(method);
-        CheckTaggedNodes(method, roots, GroupsFromTags(method), diagnostics);
+        CheckTaggedNodes(method, roots, GroupsFromTags(method), options,
+                         diagnostics);
         AdoptGetItems(method);
         AdoptProgramData(method, /*adopt_untagged=*/false);
         break;

@@ -10,13 +10,20 @@
 //    constant node) carries the group's tag only when every reader of it is
 //    in the group, and the lowered module will then own it.
 // BY_TAG checks the tags the request carries (errors FERRY-E0701/E0702).
-// BY_CAPABILITY clears them and tags maximal convex groups of supported
-// operators itself ("partition_0", ...), taking in the program data only
-// they read. Delegates already in the program are never touched.
+// BY_CAPABILITY clears them and tags maximal convex groups of the operators
+// the target backend runs (narrowed by the request's allow/deny lists)
+// itself ("partition_0", ...), taking in the program data only they read.
+// BY_TAG refuses a tag on an operator its backend does not run (E0702).
+// A call carrying a schema that differs from the registry's for its name
+// stays a custom operator (warning FERRY-W0703). Delegates already in the program are never touched.
 #ifndef FERRY_PASSES_PARTITION_H_
 #define FERRY_PASSES_PARTITION_H_
 
+#include <string>
+#include <string_view>
+
 #include "passes/pass.h"
+#include "passes/schema.h"
 
 namespace ferry {
 
@@ -24,8 +31,21 @@ absl::StatusOr<PassStats> Partition(Program& program,
                                     const LowerOptions& options,
                                     Diagnostics& diagnostics);
 
-// Whether a call node's operator can be lowered into a delegate.
+// Whether a call node's operator can be lowered into a delegate: a
+// registry operator (no schema of its own, or exactly the registry's), not
+// metadata-only, not a copy. Which backend runs it is a further question
+// (LowerOptions::backend_operators).
 bool IsLowerableCall(const Node& node);
+
+// The registry entry of a call node's operator; null for a custom operator
+// (an unknown name, or a schema of its own that differs from the
+// registry's).
+const OpInfo* RegistryOperator(const Node& node);
+
+// The backend id of the modules a partition for `target` becomes:
+// partitioner.backend, else by the target's device type.
+std::string PartitionBackend(const LowerOptions& options,
+                             std::string_view target);
 
 }  // namespace ferry
 

@@ -2,6 +2,7 @@
 // at the first pass that reports an error, checking `keep_going` in between.
 #include "passes/pipeline.h"
 
+#include <algorithm>
 #include <chrono>
 #include <exception>
 #include <map>
@@ -17,6 +18,7 @@
 #include "passes/place_and_copy.h"
 #include "passes/plan_memory.h"
 #include "passes/proto_io.h"
+#include "passes/schema.h"
 #include "passes/validate.h"
 
 namespace ferry {
@@ -146,7 +148,37 @@ LowerOptions ResolveOptions(const v1::LowerOptions& proto,
     options.tag_targets.emplace_back(tag, target);
   }
   options.partition_backend = p.backend();
+  // Operator lists: registry names (".default" accepted), sorted.
+  auto resolve_operators = [&](const auto& names, std::string_view what,
+                               std::vector<std::string>& out) {
+    for (const std::string& name : names) {
+      const OpInfo* info = LookupOp(name);
+      if (info == nullptr) {
+        diagnostics.Error(codes::kBadOption,
+                          absl::StrCat(std::string(what), ": unknown operator '",
+                                       name, "'"),
+                          {}, "name registered operators, e.g. 'aten::relu_' "
+                              "(docs/operators.md)");
+        continue;
+      }
+      out.push_back(info->schema->QualifiedName());
+    }
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+  };
+  resolve_operators(p.allow_operators(), "partitioner.allow_operators",
+                    options.allow_operators);
+  resolve_operators(p.deny_operators(), "partitioner.deny_operators",
+                    options.deny_operators);
   return options;
+}
+
+const std::vector<std::string>* BackendOperators::For(
+    std::string_view backend) const {
+  for (const auto& [id, operators] : by_backend) {
+    if (id == backend) return &operators;
+  }
+  return nullptr;
 }
 
 LowerStats CountStats(const Program& program) {
@@ -182,7 +214,8 @@ namespace {
 
 absl::StatusOr<LowerResult> LowerUnguarded(const v1::LowerRequest& request,
                                            const ContinueFn& keep_going,
-                                           const ResourceLimits& limits) {
+                                           const ResourceLimits& limits,
+                                           const BackendOperators& backends) {
   using Clock = std::chrono::steady_clock;
   LowerResult result;
   std::vector<PassTiming> timings;
@@ -217,6 +250,7 @@ absl::StatusOr<LowerResult> LowerUnguarded(const v1::LowerRequest& request,
   // The resource model (resource_limits.h): passes check what they would
   // allocate against these before allocating it.
   options.limits = limits;
+  options.backend_operators = backends;
   options.request_bytes = static_cast<int64_t>(request.ByteSizeLong());
   if (absl::Status addressable = CheckAddressable(program); !addressable.ok())
     return addressable;
@@ -255,9 +289,10 @@ absl::StatusOr<LowerResult> LowerUnguarded(const v1::LowerRequest& request,
 
 absl::StatusOr<LowerResult> Lower(const v1::LowerRequest& request,
                                   const ContinueFn& keep_going,
-                                  const ResourceLimits& limits) {
+                                  const ResourceLimits& limits,
+                                  const BackendOperators& backends) {
   try {
-    return LowerUnguarded(request, keep_going, limits);
+    return LowerUnguarded(request, keep_going, limits, backends);
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError(
         "out of memory while lowering the program");

@@ -21,6 +21,18 @@ class LowerOptions;
 class Program;
 }  // namespace v1
 
+// The operators each backend runs in a delegate, by backend id
+// ("FerryCudaBackend"): registry names ("aten::add.Tensor"). Filled by the
+// caller (ferryd, the ferry tool) from the runtime's declaration; passes/
+// never depends on runtime/. A backend not listed runs every lowerable
+// registry operator.
+struct BackendOperators {
+  std::vector<std::pair<std::string, std::vector<std::string>>>
+      by_backend;  // sorted by id; each list sorted
+  // The backend's operators; null when it declared none.
+  const std::vector<std::string>* For(std::string_view backend) const;
+};
+
 // Options of one lowering, resolved from ferry.v1.LowerOptions.
 struct LowerOptions {
   struct MethodFlag {
@@ -40,6 +52,12 @@ struct LowerOptions {
   std::string partition_target = "cuda:0";
   std::vector<std::pair<std::string, std::string>> tag_targets;  // sorted
   std::string partition_backend;  // empty: by target
+  // BY_CAPABILITY: partitioner.allow_operators / deny_operators, as
+  // registry names, sorted.
+  std::vector<std::string> allow_operators;
+  std::vector<std::string> deny_operators;
+  // Not from the wire: what each backend runs (Lower's `backends`).
+  BackendOperators backend_operators;
   // Not from the wire: what the lowering may allocate (resource_limits.h)
   // and the request's serialized size, for max_expansion.
   ResourceLimits limits;
@@ -93,9 +111,11 @@ struct LowerResult {
 // before the allocation it guards; resource_limits.h); problems with the
 // program are diagnostics in the result. Never throws: an allocation failure
 // is RESOURCE_EXHAUSTED, any other exception INTERNAL.
+// `backends`: what each backend runs (BackendOperators).
 absl::StatusOr<LowerResult> Lower(const v1::LowerRequest& request,
                                   const ContinueFn& keep_going = {},
-                                  const ResourceLimits& limits = {});
+                                  const ResourceLimits& limits = {},
+                                  const BackendOperators& backends = {});
 
 // Counts the copies and delegates of an already lowered program.
 LowerStats CountStats(const Program& program);

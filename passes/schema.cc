@@ -27,6 +27,7 @@
 // read is bounds-checked, and recursion (nested list defaults) is bounded.
 #include "passes/schema.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -665,6 +666,56 @@ int OpSchema::ArgumentIndex(std::string_view argument_name) const {
 
 absl::StatusOr<OpSchema> ParseSchema(std::string_view text) {
   return SchemaParser(absl::string_view(text.data(), text.size())).Parse();
+}
+
+namespace {
+
+bool SameType(const SchemaType& a, const SchemaType& b) {
+  return a.kind == b.kind && a.optional == b.optional &&
+         a.fixed_size == b.fixed_size;
+}
+
+bool SameAlias(const std::optional<AliasInfo>& a,
+               const std::optional<AliasInfo>& b) {
+  if (a.has_value() != b.has_value()) return false;
+  return !a.has_value() || (a->set == b->set && a->is_write == b->is_write);
+}
+
+// A default's text with string quotes spelled one way ('none' == "none").
+std::optional<std::string> NormalizedDefault(
+    const std::optional<std::string>& text) {
+  if (!text) return std::nullopt;
+  std::string normalized = *text;
+  std::replace(normalized.begin(), normalized.end(), '"', '\'');
+  return normalized;
+}
+
+}  // namespace
+
+bool SameSchema(const OpSchema& a, const OpSchema& b) {
+  if (a.QualifiedName() != b.QualifiedName() ||
+      a.arguments.size() != b.arguments.size() ||
+      a.returns.size() != b.returns.size() ||
+      a.returns_tuple != b.returns_tuple) {
+    return false;
+  }
+  for (size_t i = 0; i < a.arguments.size(); ++i) {
+    const SchemaArgument& x = a.arguments[i];
+    const SchemaArgument& y = b.arguments[i];
+    if (x.name != y.name || !SameType(x.type, y.type) ||
+        !SameAlias(x.alias, y.alias) || x.kwarg_only != y.kwarg_only ||
+        NormalizedDefault(x.default_value) !=
+            NormalizedDefault(y.default_value)) {
+      return false;
+    }
+  }
+  for (size_t i = 0; i < a.returns.size(); ++i) {
+    if (!SameType(a.returns[i].type, b.returns[i].type) ||
+        !SameAlias(a.returns[i].alias, b.returns[i].alias)) {
+      return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace ferry

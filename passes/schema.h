@@ -75,6 +75,12 @@ struct OpSchema {
   int ArgumentIndex(std::string_view name) const;
 };
 
+// Whether two schemas describe the same operator: name and overload,
+// arguments (names, types, alias annotations, defaults up to quoting,
+// keyword-only), returns (types and alias annotations). A node carrying
+// the registry's own schema is the registry's operator.
+bool SameSchema(const OpSchema& a, const OpSchema& b);
+
 // Parses ATen function-schema notation, e.g.
 //   aten::transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)
 // Errors are InvalidArgument with the position and what was expected.

@@ -17,8 +17,8 @@
 //    multiply-adds) of work, and between the blocks of a large BLAS matrix
 //    product, so a kernel gives up within milliseconds; the executor then
 //    discards its result;
-//  - the CUDA backend while it waits for its stream (copies, synchronize)
-//    and between the blocks of a large host-side computation.
+//  - the CUDA backend before every launch and while it waits for its stream
+//    (copies, synchronize); host fallbacks inside it as host kernels.
 // Stopped work returns absl::CancelledError naming where it stopped; the
 // caller tells the reason from the token (Reason()).
 #ifndef FERRY_RUNTIME_CANCEL_H_
@@ -83,8 +83,8 @@ class CancelScope {
 const CancelToken* CurrentCancelToken();
 // Whether the current token asks work to stop.
 bool StopRequested();
-// OK, or CancelledError("<where>: stopped (<reason>)") when the current
-// token asks work to stop.
+// OK, or CancelledError("<where>stopped (<reason>)") when the current
+// token asks work to stop (`where` ends in ": ").
 absl::Status CheckStop(std::string_view where);
 
 // Amortized polling for loops (host kernels): StopTick(n) after n units of

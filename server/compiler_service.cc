@@ -444,7 +444,8 @@ grpc::Status CompilerService::JobError(const absl::Status& status,
     return ResourceLimitRpcError(*violation);
   }
   if (status.code() == absl::StatusCode::kResourceExhausted) {
-    return OutOfMemoryError(what, EstimatedRetryDelay());
+    return OutOfMemoryError(absl::StrCat("while ", what),
+                            EstimatedRetryDelay());
   }
   return InternalRpcError(absl::StrCat(what, " failed: ", status.message()));
 }

@@ -135,7 +135,7 @@ constexpr OpDef kOps[] = {
      &InferElementwise},
     {"aten::sigmoid(Tensor self) -> Tensor", ShapeRule::kElementwise,
      &InferElementwise},
-    {"aten::gelu(Tensor self, *, str approximate=\"none\") -> Tensor",
+    {"aten::gelu(Tensor self, *, str approximate='none') -> Tensor",
      ShapeRule::kElementwise, &InferElementwise},
     {"aten::hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> "
      "Tensor",

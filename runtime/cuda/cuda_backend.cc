@@ -526,7 +526,8 @@ absl::Status CudaDeviceMemory::RunKernel(const KernelCall& call) {
     return RunBatchNorm(call);
   if (op == "aten::max_pool2d_with_indices") return RunMaxPool(call);
   if (op == "aten::embedding") return RunEmbedding(call);
-  if (op == "aten::empty.memory_format") return RunFill(call, 0);
+  if (op == "aten::empty.memory_format" || op == "aten::zeros")
+    return RunFill(call, 0);
   if (op == "aten::ones") return RunFill(call, 1);
   if (op == "aten::masked_fill.Scalar") return RunMaskedFill(call);
   if (op == "aten::_unsafe_view") return RunUnsafeView(call);
@@ -1244,7 +1245,7 @@ absl::Status CudaDeviceMemory::RunEmbedding(const KernelCall& call) {
   return absl::OkStatus();
 }
 
-// empty.memory_format (zeros, as the host kernel) and ones.
+// empty.memory_format (zeros, as the host kernel), zeros and ones.
 absl::Status CudaDeviceMemory::RunFill(const KernelCall& call, double value) {
   const TensorView& out = call.outputs[0];
   Operand v;

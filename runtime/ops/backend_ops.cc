@@ -147,6 +147,7 @@ constexpr BackendOp kCudaOps[] = {
     {"aten::view", D},       // view
     {"aten::where.self", D},
     {"aten::zero_", D},
+    {"aten::zeros", D},
 };
 
 thread_local HostFallbackScope* current_scope = nullptr;

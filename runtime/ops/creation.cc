@@ -1,5 +1,5 @@
 // Creation, masking and the view/copy forms the frontend traces:
-// empty.memory_format, ones, arange (end; start, end; start, end, step),
+// empty.memory_format, zeros, ones, arange (end; start, end; start, end, step),
 // triu, masked_fill (Scalar and 0-dim Tensor value), _unsafe_view (a copy:
 // its schema has no alias annotation, so the result has storage of its own),
 // and the views _reshape_alias and split.Tensor (nothing to compute).
@@ -143,6 +143,7 @@ absl::Status MaskedFillKernel(const KernelCall& call) {
 
 const FamilyKernel kCreation[] = {
     {"aten::empty.memory_format", &EmptyKernel},
+    {"aten::zeros", &EmptyKernel},
     {"aten::ones", &OnesKernel},
     {"aten::arange", &ArangeKernel},
     {"aten::arange.start", &ArangeKernel},

@@ -82,6 +82,27 @@ const std::vector<std::string>& ExpectedOps() {
       "aten::sym_stride.int",
       "et_copy::_h2d_copy",
       "et_copy::_d2h_copy",
+      // The operators of real networks (issue 9).
+      "aten::hardtanh",
+      "aten::hardtanh_",
+      "aten::masked_fill.Scalar",
+      "aten::_reshape_alias",
+      "aten::detach",
+      "aten::split.Tensor",
+      "aten::_unsafe_view",
+      "aten::convolution",
+      "aten::max_pool2d_with_indices",
+      "aten::native_batch_norm",
+      "aten::embedding",
+      "aten::_log_softmax",
+      "aten::_native_multi_head_attention",
+      "aten::arange",
+      "aten::arange.start",
+      "aten::arange.start_step",
+      "aten::ones",
+      "aten::zeros",
+      "aten::empty.memory_format",
+      "aten::triu",
   };
   return *ops;
 }
@@ -91,7 +112,8 @@ bool IsView(const std::string& name) {
       "aten::view",         "aten::reshape",    "aten::transpose.int",
       "aten::permute",      "aten::t",          "aten::expand",
       "aten::slice.Tensor", "aten::select.int", "aten::unsqueeze",
-      "aten::squeeze.dim",  "aten::squeeze",    "aten::alias"};
+      "aten::squeeze.dim",  "aten::squeeze",    "aten::alias",
+      "aten::detach",       "aten::_reshape_alias", "aten::split.Tensor"};
   return std::find(views->begin(), views->end(), name) != views->end();
 }
 
@@ -99,7 +121,7 @@ bool IsInPlace(const std::string& name) {
   static const auto* in_place = new std::vector<std::string>{
       "aten::relu_",       "aten::add_.Tensor", "aten::add_.Scalar",
       "aten::mul_.Tensor", "aten::mul_.Scalar", "aten::copy_",
-      "aten::fill_.Scalar"};
+      "aten::fill_.Scalar", "aten::hardtanh_"};
   return std::find(in_place->begin(), in_place->end(), name) != in_place->end();
 }
 
