@@ -2,8 +2,8 @@
 //  OUT_DIR/pipeline/, OUT_DIR/verify/: every
 //  tests/conformance/*/request.textproto
 //    and examples/*.textproto as a binary ferry.v1.LowerRequest;
-//  OUT_DIR/schema/: every schema string of the operator registry
-//    (passes/op_registry.cc, adjacent string literals joined).
+//  OUT_DIR/schema/: every schema string of the operator catalogue
+//    (passes/ops/catalogue.h).
 // scripts/fuzz runs it before each fuzzing session.
 #include <cstdio>
 #include <filesystem>
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ferry/v1/program.pb.h"
+#include "passes/ops/catalogue.h"
 #include "passes/proto_io.h"
 
 namespace {
@@ -30,40 +31,6 @@ bool WriteFile(const fs::path& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << bytes;
   return static_cast<bool>(out);
-}
-
-// The text of the C++ string literal starting at `text[*pos]` (a '"'),
-// with simple escapes undone; *pos moves past it.
-std::string ReadLiteral(const std::string& text, size_t* pos) {
-  std::string out;
-  size_t i = *pos + 1;
-  for (; i < text.size() && text[i] != '"'; ++i) {
-    if (text[i] == '\\' && i + 1 < text.size()) ++i;
-    out += text[i];
-  }
-  *pos = i + 1;
-  return out;
-}
-
-// Each registry row starts with `{"`; its schema may be split into
-// adjacent literals.
-std::vector<std::string> RegistrySchemas(const std::string& source) {
-  std::vector<std::string> schemas;
-  size_t pos = 0;
-  while ((pos = source.find("{\"", pos)) != std::string::npos) {
-    ++pos;
-    std::string schema = ReadLiteral(source, &pos);
-    for (;;) {
-      size_t next = source.find_first_not_of(" \t\r\n", pos);
-      if (next == std::string::npos || source[next] != '"') break;
-      pos = next;
-      schema += ReadLiteral(source, &pos);
-    }
-    if (schema.find("::") != std::string::npos &&
-        schema.find('(') != std::string::npos)
-      schemas.push_back(schema);
-  }
-  return schemas;
 }
 
 // "tests/conformance/A1_x/request.textproto" -> "conformance_A1_x".
@@ -109,8 +76,9 @@ int main(int argc, char** argv) {
       written += WriteFile(out / target / SeedName(file), bytes) ? 1 : 0;
   }
 
-  const std::vector<std::string> schemas =
-      RegistrySchemas(ReadFile(root / "passes/op_registry.cc"));
+  std::vector<std::string> schemas;
+  for (const ferry::OpFamily& family : ferry::OpFamilies())
+    for (const ferry::OpDef& op : family.ops) schemas.emplace_back(op.schema);
   for (size_t i = 0; i < schemas.size(); ++i)
     written += WriteFile(out / "schema" / ("registry_" + std::to_string(i)),
                          schemas[i])

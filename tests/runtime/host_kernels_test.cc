@@ -82,6 +82,16 @@ const std::set<std::string>& TestedOps() {
       "aten::clone", "aten::mm", "aten::addmm", "aten::bmm", "aten::linear",
       "aten::sum.dim_IntList", "aten::mean.dim", "aten::amax", "aten::_softmax",
       "aten::native_layer_norm", "aten::cat",
+      // op_cases_test.cc (against PyTorch, data/op_cases.txt)
+      "aten::convolution", "aten::native_batch_norm",
+      "aten::max_pool2d_with_indices", "aten::hardtanh", "aten::embedding",
+      "aten::_log_softmax", "aten::arange", "aten::arange.start",
+      "aten::arange.start_step", "aten::ones", "aten::zeros",
+      "aten::empty.memory_format", "aten::triu", "aten::masked_fill.Scalar",
+      "aten::_unsafe_view", "aten::_native_multi_head_attention",
+      // op_views_test.cc
+      "aten::_reshape_alias", "aten::detach", "aten::split.Tensor",
+      "aten::hardtanh_",
       // executor_test.cc
       "aten::view", "aten::reshape", "aten::transpose.int", "aten::permute",
       "aten::t", "aten::expand", "aten::slice.Tensor", "aten::select.int",

@@ -57,7 +57,7 @@ TEST(OpTablesTest, EveryHostKernelIsForAnOperatorWithAnATenSchemaName) {
   for (const std::string& op : KernelsBeyondTheRegistry()) {
     EXPECT_TRUE(op.starts_with("aten::")) << op;
     EXPECT_EQ(op.find(".default"), std::string::npos) << op;
-    EXPECT_EQ(std::count(op.begin(), op.end(), '.'), op.find('.') == std::string::npos ? 0 : 1) << op;
+    EXPECT_LE(std::count(op.begin(), op.end(), '.'), 1) << op;
   }
   // The operators the network families added are registry operators.
   for (const char* op :
@@ -86,8 +86,9 @@ TEST(OpTablesTest, CudaTableIsSortedUniqueAndNamesRegistryOperators) {
         << op << " is neither a registry operator nor a host kernel";
     // Every operator runs on the host too (host-only marks, the reference
     // run, and calls a device kernel cannot take), unless it is a view.
-    if (info == nullptr || !IsView(*info))
+    if (info == nullptr || !IsView(*info)) {
       EXPECT_NE(FindHostKernel(op), nullptr) << op << " has no host kernel";
+    }
     EXPECT_EQ(CudaBackendSupport(op), entry.support) << op;
     EXPECT_EQ(CudaBackendSupport(op + ".default"), entry.support) << op;
   }

@@ -289,7 +289,7 @@ TEST(VerifyTest, ReportsAsJsonAndText) {
       "\"first_mismatch_index\":3,\"expected_value\":0.5,\"actual_value\":"
       "\"NaN\","
       "\"max_abs_error\":1,\"max_rel_error\":0,\"atol\":1.0000000000000001e-05,"
-      "\"rtol\":1.0000000000000001e-05}]}");
+      "\"rtol\":1.0000000000000001e-05}],\"host_fallbacks\":[]}");
   EXPECT_EQ(report.Summary(),
             "verify on sim: MISMATCH\n"
             "  forward output 0 (f32): 2 element(s) differ; first at index 3: "

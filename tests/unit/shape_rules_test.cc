@@ -111,6 +111,24 @@ class Graph {
     return InferResultSpecs(*info, method_, call);
   }
 
+  // A call whose node declares a tuple of `declared` results (rules that
+  // accept either of two ATen answers read it).
+  absl::StatusOr<std::vector<TensorSpec>> InferDeclared(
+      const std::string& op, std::vector<Argument> args,
+      std::vector<TensorSpec> declared) {
+    const OpInfo* info = LookupOp(op);
+    if (info == nullptr) return absl::NotFoundError(op);
+    Node call;
+    call.name = "call";
+    call.kind = NodeKind::kCall;
+    call.target = op;
+    call.schema = info->schema;
+    call.args = std::move(args);
+    call.result = ResultKind::kTuple;
+    call.tuple = std::move(declared);
+    return InferResultSpecs(*info, method_, call);
+  }
+
   // The one result of a call that must succeed.
   TensorSpec One(const std::string& op, std::vector<Argument> args) {
     absl::StatusOr<std::vector<TensorSpec>> specs = Infer(op, std::move(args));
@@ -728,6 +746,321 @@ TEST(InferResultSpecsTest, UnimplementedWithoutARuleOrForSymbolicValues) {
   // Types are checked before the rule runs.
   EXPECT_THAT(g.Error("aten::relu", {I(3)}),
               HasSubstr("argument 'self' of 'aten::relu' must be Tensor"));
+}
+
+// --- The operators of real networks
+// ----------------------------------------------------------
+//
+// Expected specs are PyTorch 1.13's, printed by tests/unit/gen_op_cases.py
+// (the same calls on real tensors); the tests never call Python.
+
+// "f32[1,4,8,8]" with dense strides and offset 0.
+MATCHER_P2(IsFresh, dtype, sizes, "") {
+  *result_listener << SpecText(arg) << " strides " << ShapeText(arg.Strides());
+  return arg.dtype == dtype && arg.sizes == Sizes(sizes) && arg.IsContiguous() &&
+         arg.storage_offset == 0;
+}
+
+TEST(ConvolutionTest, OutputSizesAsPyTorch) {
+  Graph g;
+  ValueId x = g.F32({1, 3, 8, 8});
+  ValueId w = g.F32({4, 3, 3, 3});
+  ValueId b = g.F32({4});
+  // conv s1p1: f32[1,4,8,8]
+  EXPECT_THAT(g.One("aten::convolution", {V(x), V(w), V(b), Ints({1, 1}),
+                                          Ints({1, 1}), Ints({1, 1}), B(false),
+                                          Ints({0, 0}), I(1)}),
+              IsFresh(DType::kF32, Sizes({1, 4, 8, 8})));
+  // conv s2p0d1, no bias: f32[2,4,4,3]
+  ValueId x2 = g.F32({2, 3, 9, 7});
+  EXPECT_THAT(g.One("aten::convolution", {V(x2), V(w), None(), Ints({2, 2}),
+                                          Ints({0, 0}), Ints({1, 1}), B(false),
+                                          Ints({0, 0}), I(1)}),
+              IsFresh(DType::kF32, Sizes({2, 4, 4, 3})));
+  // dilation 2, padding [2,1], groups 2: f32[1,8,10,8]
+  ValueId x3 = g.F32({1, 4, 10, 10});
+  ValueId w3 = g.F32({8, 2, 3, 3});
+  EXPECT_THAT(g.One("aten::convolution", {V(x3), V(w3), None(), Ints({1, 1}),
+                                          Ints({2, 1}), Ints({2, 2}), B(false),
+                                          Ints({0, 0}), I(2)}),
+              IsFresh(DType::kF32, Sizes({1, 8, 10, 8})));
+  // conv1d: f32[2,6,5]
+  ValueId x4 = g.F32({2, 4, 10});
+  ValueId w4 = g.F32({6, 4, 3});
+  EXPECT_THAT(g.One("aten::convolution",
+                    {V(x4), V(w4), None(), Ints({2}), Ints({1}), Ints({1}),
+                     B(false), Ints({0}), I(1)}),
+              IsFresh(DType::kF32, Sizes({2, 6, 5})));
+  // transposed, output_padding 1: f32[1,2,10,10]
+  ValueId x5 = g.F32({1, 4, 5, 5});
+  ValueId w5 = g.F32({4, 2, 3, 3});
+  EXPECT_THAT(g.One("aten::convolution", {V(x5), V(w5), None(), Ints({2, 2}),
+                                          Ints({1, 1}), Ints({1, 1}), B(true),
+                                          Ints({1, 1}), I(1)}),
+              IsFresh(DType::kF32, Sizes({1, 2, 10, 10})));
+  // transposed, groups 2: f32[1,6,9,9]
+  ValueId w6 = g.F32({4, 3, 3, 3});
+  EXPECT_THAT(g.One("aten::convolution", {V(x5), V(w6), None(), Ints({2, 2}),
+                                          Ints({1, 1}), Ints({1, 1}), B(true),
+                                          Ints({0, 0}), I(2)}),
+              IsFresh(DType::kF32, Sizes({1, 6, 9, 9})));
+}
+
+TEST(ConvolutionTest, BadOperandsAreShapeErrors) {
+  Graph g;
+  ValueId x = g.F32({1, 3, 8, 8});
+  ValueId w = g.F32({4, 2, 3, 3});
+  auto conv = [&](ValueId weight, Argument bias, Argument padding,
+                  int64_t groups) {
+    return g.Error("aten::convolution",
+                   {V(x), V(weight), std::move(bias), Ints({1, 1}),
+                    std::move(padding), Ints({1, 1}), B(false), Ints({0, 0}),
+                    I(groups)});
+  };
+  EXPECT_THAT(conv(w, None(), Ints({1, 1}), 1),
+              HasSubstr("expects 2 input channels, but 'input' has 3"));
+  EXPECT_THAT(conv(g.F32({4, 3, 3, 3}), V(g.F32({5})), Ints({1, 1}), 1),
+              HasSubstr("'bias' has sizes [5], not [4]"));
+  EXPECT_THAT(conv(g.F32({4, 3, 9, 9}), None(), Ints({0, 0}), 1),
+              HasSubstr("larger than the padded input"));
+  EXPECT_THAT(conv(g.F32({4, 3, 3, 3}), None(), Ints({1, 1}), 0),
+              HasSubstr("groups must be positive"));
+  ValueId half = g.Tensor(DType::kF16, {4, 3, 3, 3});
+  absl::StatusOr<std::vector<TensorSpec>> mixed = g.Infer(
+      "aten::convolution", {V(x), V(half), None(), Ints({1, 1}), Ints({1, 1}),
+                            Ints({1, 1}), B(false), Ints({0, 0}), I(1)});
+  EXPECT_TRUE(IsDTypeError(mixed.status())) << mixed.status();
+}
+
+TEST(MaxPoolTest, ValuesAndIndices) {
+  Graph g;
+  absl::StatusOr<std::vector<TensorSpec>> specs =
+      g.Infer("aten::max_pool2d_with_indices",
+              {V(g.F32({1, 64, 112, 112})), Ints({3, 3}), Ints({2, 2}),
+               Ints({1, 1})});
+  ASSERT_TRUE(specs.ok()) << specs.status();
+  EXPECT_THAT(*specs, ElementsAre(IsFresh(DType::kF32, Sizes({1, 64, 56, 56})),
+                                  IsFresh(DType::kI64, Sizes({1, 64, 56, 56}))));
+  // ceil_mode: [2,3,4,4] (floor would give 3).
+  specs = g.Infer("aten::max_pool2d_with_indices",
+                  {V(g.F32({2, 3, 7, 7})), Ints({2, 2}), Ints({2, 2}),
+                   Ints({0, 0}), Ints({1, 1}), B(true)});
+  ASSERT_TRUE(specs.ok()) << specs.status();
+  EXPECT_THAT((*specs)[0], IsFresh(DType::kF32, Sizes({2, 3, 4, 4})));
+  // 3-D input, defaults: stride = kernel.
+  specs = g.Infer("aten::max_pool2d_with_indices",
+                  {V(g.F32({3, 6, 6})), Ints({2, 2})});
+  ASSERT_TRUE(specs.ok()) << specs.status();
+  EXPECT_THAT((*specs)[1], IsFresh(DType::kI64, Sizes({3, 3, 3})));
+  // One value for both dims; stride [] is the kernel.
+  specs = g.Infer("aten::max_pool2d_with_indices",
+                  {V(g.F32({1, 1, 5, 5})), Ints({3}), Ints({}), Ints({1})});
+  ASSERT_TRUE(specs.ok()) << specs.status();
+  EXPECT_THAT((*specs)[0], IsFresh(DType::kF32, Sizes({1, 1, 2, 2})));
+  EXPECT_THAT(g.Error("aten::max_pool2d_with_indices",
+                      {V(g.F32({1, 1, 5, 5})), Ints({2, 2}), Ints({1, 1}),
+                       Ints({2, 2})}),
+              HasSubstr("padding [2,2] must be between 0 and half"));
+}
+
+TEST(BatchNormTest, StatisticsAreCOrEmptyInEvalMode) {
+  Graph g;
+  ValueId x = g.F32({2, 3, 4, 4});
+  ValueId c = g.F32({3});
+  auto spec = [](DType dtype, Sizes sizes) {
+    TensorSpec s;
+    s.dtype = dtype;
+    s.sizes = std::move(sizes);
+    return s;
+  };
+  std::vector<Argument> eval = {V(x), V(c), V(c), V(c), V(c), B(false),
+                                F(0.1), F(1e-5)};
+  // As the meta kernel (and the frontend) declare them: [3].
+  absl::StatusOr<std::vector<TensorSpec>> specs = g.InferDeclared(
+      "aten::native_batch_norm", eval,
+      {spec(DType::kF32, {2, 3, 4, 4}), spec(DType::kF32, {3}),
+       spec(DType::kF32, {3})});
+  ASSERT_TRUE(specs.ok()) << specs.status();
+  EXPECT_THAT(*specs, ElementsAre(IsFresh(DType::kF32, Sizes({2, 3, 4, 4})),
+                                  IsFresh(DType::kF32, Sizes({3})),
+                                  IsFresh(DType::kF32, Sizes({3}))));
+  // As the CPU kernel returns them: [0].
+  specs = g.InferDeclared("aten::native_batch_norm", eval,
+                          {spec(DType::kF32, {2, 3, 4, 4}),
+                           spec(DType::kF32, {0}), spec(DType::kF32, {0})});
+  ASSERT_TRUE(specs.ok()) << specs.status();
+  EXPECT_THAT((*specs)[1], IsFresh(DType::kF32, Sizes({0})));
+  // Training: [C] whatever is declared.
+  specs = g.InferDeclared(
+      "aten::native_batch_norm",
+      {V(x), None(), None(), None(), None(), B(true), F(0.1), F(1e-5)},
+      {spec(DType::kF32, {2, 3, 4, 4}), spec(DType::kF32, {0}),
+       spec(DType::kF32, {0})});
+  ASSERT_TRUE(specs.ok()) << specs.status();
+  EXPECT_THAT((*specs)[2], IsFresh(DType::kF32, Sizes({3})));
+  EXPECT_THAT(g.Error("aten::native_batch_norm",
+                      {V(x), V(g.F32({4})), None(), V(c), V(c), B(false),
+                       F(0.1), F(1e-5)}),
+              HasSubstr("'weight' has sizes [4], not [3]"));
+  EXPECT_THAT(g.Error("aten::native_batch_norm",
+                      {V(x), None(), None(), None(), None(), B(false), F(0.1),
+                       F(1e-5)}),
+              HasSubstr("'running_mean' is needed in eval mode"));
+}
+
+TEST(ElementwiseTest, HardtanhAndMaskedFill) {
+  Graph g;
+  ValueId x = g.F32({2, 3});
+  EXPECT_THAT(g.One("aten::hardtanh", {V(x), F(0.0), F(6.0)}),
+              IsFresh(DType::kF32, Sizes({2, 3})));
+  ValueId strided = g.F32({2, 3}, {1, 2});
+  EXPECT_THAT(g.One("aten::hardtanh_", {V(strided), F(0.0), F(6.0)}),
+              IsLayout(Sizes({2, 3}), Sizes({1, 2}), 0));  // self itself
+  ValueId mask = g.Tensor(DType::kBool, {4, 4});
+  EXPECT_THAT(g.One("aten::masked_fill.Scalar",
+                    {V(g.F32({2, 1, 4, 4})), V(mask), F(-1e30)}),
+              IsFresh(DType::kF32, Sizes({2, 1, 4, 4})));
+  // The fill value is cast: i32 stays i32.
+  EXPECT_THAT(g.One("aten::masked_fill.Scalar",
+                    {V(g.Tensor(DType::kI32, {2, 3})),
+                     V(g.Tensor(DType::kBool, {2, 3})), F(1.5)}),
+              IsFresh(DType::kI32, Sizes({2, 3})));
+  absl::StatusOr<std::vector<TensorSpec>> float_mask =
+      g.Infer("aten::masked_fill.Scalar", {V(x), V(x), F(0.0)});
+  EXPECT_TRUE(IsDTypeError(float_mask.status())) << float_mask.status();
+}
+
+TEST(ViewTest, DetachReshapeAliasUnsafeViewSplit) {
+  Graph g;
+  ValueId t = g.F32({3, 2}, {1, 3});  // a transposed [2,3]
+  EXPECT_THAT(g.One("aten::detach", {V(t)}),
+              IsLayout(Sizes({3, 2}), Sizes({1, 3}), 0));
+  ValueId x = g.F32({2, 3, 4});
+  EXPECT_THAT(g.One("aten::_reshape_alias", {V(x), Ints({6, 4}), Ints({4, 1})}),
+              IsLayout(Sizes({6, 4}), Sizes({4, 1}), 0));
+  EXPECT_THAT(g.Error("aten::_reshape_alias", {V(x), Ints({6, 5}), Ints({5, 1})}),
+              HasSubstr("size [6,5] is invalid for [2,3,4]"));
+  EXPECT_THAT(g.One("aten::_unsafe_view", {V(x), Ints({4, -1})}),
+              IsFresh(DType::kF32, Sizes({4, 6})));
+
+  absl::StatusOr<std::vector<TensorSpec>> pieces =
+      g.Infer("aten::split.Tensor", {V(g.F32({5, 4})), I(2)});
+  ASSERT_TRUE(pieces.ok()) << pieces.status();
+  EXPECT_THAT(*pieces, ElementsAre(IsLayout(Sizes({2, 4}), Sizes({4, 1}), 0),
+                                   IsLayout(Sizes({2, 4}), Sizes({4, 1}), 8),
+                                   IsLayout(Sizes({1, 4}), Sizes({4, 1}), 16)));
+  pieces = g.Infer("aten::split.Tensor", {V(g.F32({2, 7})), I(3), I(-1)});
+  ASSERT_TRUE(pieces.ok()) << pieces.status();
+  EXPECT_THAT(*pieces, ElementsAre(IsLayout(Sizes({2, 3}), Sizes({7, 1}), 0),
+                                   IsLayout(Sizes({2, 3}), Sizes({7, 1}), 3),
+                                   IsLayout(Sizes({2, 1}), Sizes({7, 1}), 6)));
+  EXPECT_THAT(g.Error("aten::split.Tensor", {V(x), I(0)}),
+              HasSubstr("split_size 0 cannot split dim 0 of size 2"));
+}
+
+TEST(ReductionTest, MeanDimOfAFeatureMap) {
+  Graph g;
+  EXPECT_THAT(g.One("aten::mean.dim",
+                    {V(g.F32({1, 512, 7, 7})), Ints({-1, -2}), B(true)}),
+              IsFresh(DType::kF32, Sizes({1, 512, 1, 1})));
+}
+
+TEST(AttentionTest, EmbeddingAndSoftmaxes) {
+  Graph g;
+  EXPECT_THAT(g.One("aten::embedding", {V(g.F32({10, 5})),
+                                        V(g.Tensor(DType::kI64, {2, 3}))}),
+              IsFresh(DType::kF32, Sizes({2, 3, 5})));
+  absl::StatusOr<std::vector<TensorSpec>> float_ids =
+      g.Infer("aten::embedding", {V(g.F32({10, 5})), V(g.F32({2, 3}))});
+  EXPECT_TRUE(IsDTypeError(float_ids.status())) << float_ids.status();
+  ValueId x = g.F32({2, 3});
+  EXPECT_THAT(g.One("aten::_softmax", {V(x), I(-1), B(false)}),
+              IsFresh(DType::kF32, Sizes({2, 3})));
+  EXPECT_THAT(g.One("aten::_log_softmax", {V(x), I(1), B(false)}),
+              IsFresh(DType::kF32, Sizes({2, 3})));
+  EXPECT_THAT(g.Error("aten::_log_softmax", {V(x), I(2), B(false)}),
+              HasSubstr("dim 2 is out of range"));
+}
+
+TEST(AttentionTest, NativeMultiHeadAttention) {
+  Graph g;
+  ValueId q = g.F32({2, 5, 8});
+  ValueId qkv_w = g.F32({24, 8});
+  ValueId qkv_b = g.F32({24});
+  ValueId proj_w = g.F32({8, 8});
+  ValueId proj_b = g.F32({8});
+  auto mha = [&](std::vector<Argument> tail) {
+    std::vector<Argument> args = {V(q),     V(q),      V(q),      I(8),
+                                  I(2),     V(qkv_w),  V(qkv_b),  V(proj_w),
+                                  V(proj_b)};
+    for (Argument& a : tail) args.push_back(std::move(a));
+    return g.Infer("aten::_native_multi_head_attention", std::move(args));
+  };
+  absl::StatusOr<std::vector<TensorSpec>> specs = mha({});
+  ASSERT_TRUE(specs.ok()) << specs.status();
+  EXPECT_THAT(*specs, ElementsAre(IsFresh(DType::kF32, Sizes({2, 5, 8})),
+                                  IsFresh(DType::kF32, Sizes({2, 5, 5}))));
+  specs = mha({None(), B(true), B(false)});  // per head
+  ASSERT_TRUE(specs.ok()) << specs.status();
+  EXPECT_THAT((*specs)[1], IsFresh(DType::kF32, Sizes({2, 2, 5, 5})));
+  specs = mha({None(), B(false)});  // no weights: an empty tensor
+  ASSERT_TRUE(specs.ok()) << specs.status();
+  EXPECT_THAT((*specs)[1], IsFresh(DType::kF32, Sizes({0})));
+  EXPECT_THAT(g.Error("aten::_native_multi_head_attention",
+                      {V(q), V(q), V(q), I(8), I(3), V(qkv_w), V(qkv_b),
+                       V(proj_w), V(proj_b)}),
+              HasSubstr("embed_dim 8 is not divisible into num_head 3"));
+  EXPECT_THAT(g.Error("aten::_native_multi_head_attention",
+                      {V(q), V(q), V(q), I(8), I(2), V(proj_w), V(qkv_b),
+                       V(proj_w), V(proj_b)}),
+              HasSubstr("'qkv_weight' has sizes [8,8], not [24,8]"));
+}
+
+TEST(CreationTest, ArangeLengthsAndDtypes) {
+  Graph g;
+  EXPECT_THAT(g.One("aten::arange", {I(5)}), IsFresh(DType::kI64, Sizes({5})));
+  EXPECT_THAT(g.One("aten::arange", {F(2.5)}),
+              IsFresh(DType::kF32, Sizes({3})));
+  EXPECT_THAT(g.One("aten::arange", {I(3), Named("dtype", DTypeArg(DType::kF16))}),
+              IsFresh(DType::kF16, Sizes({3})));
+  EXPECT_THAT(g.One("aten::arange.start", {I(2), I(7)}),
+              IsFresh(DType::kI64, Sizes({5})));
+  EXPECT_THAT(g.One("aten::arange.start_step", {I(0), I(10), I(3)}),
+              IsFresh(DType::kI64, Sizes({4})));
+  EXPECT_THAT(g.One("aten::arange.start_step", {I(0), I(1), F(0.3)}),
+              IsFresh(DType::kF32, Sizes({4})));
+  EXPECT_THAT(g.One("aten::arange.start_step", {I(10), I(0), I(-3)}),
+              IsFresh(DType::kI64, Sizes({4})));
+  EXPECT_THAT(g.Error("aten::arange.start_step", {I(0), I(10), I(0)}),
+              HasSubstr("the step must be nonzero"));
+  EXPECT_THAT(g.Error("aten::arange.start_step", {I(0), I(10), I(-1)}),
+              HasSubstr("inconsistent with the step's sign"));
+  // 2^62 elements of 8 bytes: more bytes than int64 counts.
+  EXPECT_THAT(g.Error("aten::arange", {I(int64_t{1} << 62)}),
+              HasSubstr("the result's size [4611686018427387904] overflows"));
+}
+
+TEST(CreationTest, OnesZerosEmptyTriu) {
+  Graph g;
+  EXPECT_THAT(g.One("aten::ones", {Ints({2, 3})}),
+              IsFresh(DType::kF32, Sizes({2, 3})));
+  EXPECT_THAT(g.One("aten::ones", {Ints({4}), Named("dtype", DTypeArg(DType::kI64))}),
+              IsFresh(DType::kI64, Sizes({4})));
+  EXPECT_THAT(g.One("aten::zeros", {Ints({0})}),
+              IsFresh(DType::kF32, Sizes({0})));
+  EXPECT_THAT(g.One("aten::empty.memory_format",
+                    {Ints({2, 3}), Named("dtype", DTypeArg(DType::kF16))}),
+              IsFresh(DType::kF16, Sizes({2, 3})));
+  // channels_last (MemoryFormat 2): NHWC strides.
+  EXPECT_THAT(g.One("aten::empty.memory_format",
+                    {Ints({2, 3, 4, 5}), Named("memory_format", I(2))}),
+              IsLayout(Sizes({2, 3, 4, 5}), Sizes({60, 1, 15, 3}), 0));
+  EXPECT_THAT(g.Error("aten::ones", {Ints({2, -1})}),
+              HasSubstr("is negative in dim 1"));
+  EXPECT_THAT(g.One("aten::triu", {V(g.F32({3, 4})), I(1)}),
+              IsFresh(DType::kF32, Sizes({3, 4})));
+  EXPECT_THAT(g.Error("aten::triu", {V(g.F32({3}))}),
+              HasSubstr("must be at least 2-D"));
 }
 
 // --- Robustness
