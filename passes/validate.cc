@@ -608,7 +608,9 @@ class GraphValidator {
                       const std::vector<TensorSpec>& inferred) {
     const Node& node = graph_.nodes[i];
     for (int32_t r = 0; r < static_cast<int32_t>(inferred.size()); ++r) {
-      int32_t element = schema.returns_tuple ? r : -1;
+      // A list result (split's Tensor[]) is held as a tuple too.
+      int32_t element =
+          schema.returns_tuple || node.result == ResultKind::kTuple ? r : -1;
       const TensorSpec* declared = node.Spec(element);
       if (declared == nullptr) continue;
       const TensorSpec& computed = inferred[r];

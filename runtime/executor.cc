@@ -816,8 +816,14 @@ absl::Status MethodInstance::LoadCall(int32_t node) {
   }
   bool computes = false;
   std::vector<TensorBinding> results;
+  // One Tensor[] result (split.Tensor -> Tensor(a)[]): every element
+  // aliases what the list does.
+  const bool list_result =
+      schema.returns.size() == 1 &&
+      schema.returns[0].type.kind == SchemaTypeKind::kTensorList;
   for (size_t r = 0; r < result_specs.size(); ++r) {
-    std::optional<int> aliased = schema.AliasedArgument(static_cast<int>(r));
+    std::optional<int> aliased =
+        schema.AliasedArgument(list_result ? 0 : static_cast<int>(r));
     absl::StatusOr<TensorBinding> binding;
     if (aliased && *aliased < static_cast<int>(bound->size()) &&
         (*bound)[*aliased] && (*bound)[*aliased]->kind == ArgKind::kValue) {

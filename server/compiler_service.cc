@@ -650,7 +650,8 @@ void CompilerService::RunLowerFlight(LowerFlight& flight) {
   }
 
   absl::StatusOr<LowerResult> result =
-      ferry::Lower(*flight.request, keep_going, options_.limits);
+      ferry::Lower(*flight.request, keep_going, options_.limits,
+                   DeclaredBackendOperators());
   RecordJobTime(Clock::now() - start);
   if (!result.ok()) {
     grpc::Status status = result.status().code() == absl::StatusCode::kCancelled
@@ -827,7 +828,8 @@ void CompilerService::RunVerify(Call* call, const v1::VerifyRequest& request,
   }
 
   absl::StatusOr<LowerResult> lowered =
-      ferry::Lower(request.request(), keep_going, options_.limits);
+      ferry::Lower(request.request(), keep_going, options_.limits,
+                   DeclaredBackendOperators());
   if (!lowered.ok()) {
     call->Complete(lowered.status().code() == absl::StatusCode::kCancelled
                        ? call->Unwanted("between passes")

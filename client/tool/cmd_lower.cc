@@ -5,6 +5,7 @@
 #include "client/tool/shared_options.h"
 #include "client/tool/tool_common.h"
 #include "passes/pipeline.h"
+#include "runtime/ops/backend_ops.h"
 
 namespace ferry::tool {
 namespace {
@@ -59,7 +60,8 @@ int RunLower(const Args& args) {
   request.mutable_options()->MergeFrom(overrides);
   if (remote.enabled()) return RemoteLower(remote, request, file, out, report);
 
-  absl::StatusOr<LowerResult> result = Lower(request);
+  absl::StatusOr<LowerResult> result =
+      Lower(request, {}, {}, DeclaredBackendOperators());
   if (!result.ok()) {
     std::fprintf(stderr, "ferry lower: %s\n",
                  std::string(result.status().message()).c_str());

@@ -16,6 +16,7 @@
 #include "passes/pipeline.h"
 #include "passes/proto_io.h"
 #include "passes/validate.h"
+#include "runtime/ops/backend_ops.h"
 #include "runtime/verify.h"
 
 namespace ferry::tool {
@@ -182,7 +183,8 @@ int RunVerify(const Args& args) {
   } else {
     request.mutable_options()->MergeFrom(overrides);
     if (!ImportChecked(request.program(), file, &original)) return kExitErrors;
-    absl::StatusOr<LowerResult> result = Lower(request);
+    absl::StatusOr<LowerResult> result =
+        Lower(request, {}, {}, DeclaredBackendOperators());
     if (!result.ok()) {
       std::fprintf(stderr, "ferry verify: %s\n",
                    std::string(result.status().message()).c_str());

@@ -185,6 +185,12 @@ std::vector<std::string> CudaHostOnlyOperators() {
   return names;
 }
 
+BackendOperators DeclaredBackendOperators() {
+  BackendOperators declared;
+  declared.by_backend.emplace_back("FerryCudaBackend", CudaBackendOperators());
+  return declared;
+}
+
 HostFallbackScope::HostFallbackScope() : outer_(current_scope) {
   current_scope = this;
 }

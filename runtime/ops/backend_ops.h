@@ -25,6 +25,8 @@
 #include <string_view>
 #include <vector>
 
+#include "passes/pipeline.h"
+
 namespace ferry {
 
 enum class BackendSupport { kUnsupported, kDevice, kHostOnly };
@@ -44,6 +46,11 @@ BackendSupport CudaBackendSupport(std::string_view op);
 std::vector<std::string> CudaBackendOperators();
 // The subset of CudaBackendOperators() that runs through the host kernel.
 std::vector<std::string> CudaHostOnlyOperators();
+
+// What every backend with a declared table runs, for Lower()'s `backends`
+// (the capability partitioner claims only these): {"FerryCudaBackend",
+// CudaBackendOperators()}. ferryd and the ferry tool pass it.
+BackendOperators DeclaredBackendOperators();
 
 // Counts host fallbacks on the calling thread for its lifetime (nested
 // scopes: the innermost counts).

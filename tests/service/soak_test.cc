@@ -186,8 +186,11 @@ struct Tally {
   }
 };
 
-// One raw, unparseable Lower call through a generic stub.
-grpc::Status SendGarbage(grpc::GenericStub& stub, std::mt19937& random) {
+// One raw Lower call of random bytes through a generic stub. Most do not
+// parse; those that happen to parse as a LowerRequest hold no usable
+// program, so their response must say it did not lower (`lowered`).
+grpc::Status SendGarbage(grpc::GenericStub& stub, std::mt19937& random,
+                         bool* lowered) {
   std::string bytes(1 + random() % 512, '\0');
   for (char& c : bytes) c = static_cast<char>(random());
   grpc::Slice slice(bytes);
@@ -210,6 +213,19 @@ grpc::Status SendGarbage(grpc::GenericStub& stub, std::mt19937& random) {
                  });
   std::unique_lock<std::mutex> lock(mutex);
   done_cv.wait(lock, [&] { return done; });
+  *lowered = false;
+  if (result.ok()) {
+    std::vector<grpc::Slice> slices;
+    v1::LowerResponse parsed;
+    std::string body;
+    if (response.Dump(&slices).ok()) {
+      for (const grpc::Slice& piece : slices) {
+        body.append(reinterpret_cast<const char*>(piece.begin()),
+                    piece.size());
+      }
+    }
+    *lowered = !parsed.ParseFromString(body) || parsed.ok();
+  }
   return result;
 }
 
@@ -300,10 +316,14 @@ TEST(SoakTest, MixedHostileLoadNeverTakesTheServerDown) {
           }
           default: {
             kind = "garbage";
-            grpc::Status raw = SendGarbage(generic, random);
+            bool lowered = false;
+            grpc::Status raw = SendGarbage(generic, random, &lowered);
             tally.Count(kind, raw.error_code());
-            if (raw.error_code() != grpc::StatusCode::INVALID_ARGUMENT &&
-                !IsRetryLater(raw.error_code())) {
+            if (raw.ok() && lowered) {
+              tally.Fail("garbage bytes lowered");
+            } else if (!raw.ok() &&
+                       raw.error_code() != grpc::StatusCode::INVALID_ARGUMENT &&
+                       !IsRetryLater(raw.error_code())) {
               tally.Fail(absl::StrCat("garbage: code ", raw.error_code(), " ",
                                       raw.error_message()));
             }
