@@ -72,19 +72,20 @@ __global__ void BatchNormEvalKernel(Shape shape, Operand in, Operand out,
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
        i < shape.numel; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t c = (i / inner) % channels;
-    const double m = element::LoadAsDouble(mean.dtype, At(mean, c * mean.strides[1]));
-    const double v = element::LoadAsDouble(var.dtype, At(var, c * var.strides[1]));
+    const double m =
+        element::LoadAsDouble(mean.dtype, At(mean, c * mean.strides[1]));
+    const double v =
+        element::LoadAsDouble(var.dtype, At(var, c * var.strides[1]));
     const double invstd = 1.0 / sqrt(v + eps);
-    const double g =
-        weight.data ? element::LoadAsDouble(weight.dtype,
-                                            At(weight, c * weight.strides[1]))
-                    : 1.0;
-    const double b =
-        bias.data
-            ? element::LoadAsDouble(bias.dtype, At(bias, c * bias.strides[1]))
-            : 0.0;
-    const double x = element::LoadAsDouble(
-        in.dtype, At(in, OffsetOf(shape, in.strides, i)));
+    const double g = weight.data
+                         ? element::LoadAsDouble(
+                               weight.dtype, At(weight, c * weight.strides[1]))
+                         : 1.0;
+    const double b = bias.data ? element::LoadAsDouble(
+                                     bias.dtype, At(bias, c * bias.strides[1]))
+                               : 0.0;
+    const double x =
+        element::LoadAsDouble(in.dtype, At(in, OffsetOf(shape, in.strides, i)));
     element::StoreDouble(out.dtype, At(out, OffsetOf(shape, out.strides, i)),
                          (x - m) * invstd * g + b);
     if (i < channels * inner && i % inner == 0) {  // first batch element
@@ -214,8 +215,7 @@ cudaError_t LaunchMaxPool2d(const Shape& lead, const Operand& in,
 
 cudaError_t LaunchEmbedding(const Operand& weight, int64_t weight_rows,
                             int64_t width, const int64_t* index, int64_t rows,
-                            const Operand& out, int* bad,
-                            cudaStream_t stream) {
+                            const Operand& out, int* bad, cudaStream_t stream) {
   const int64_t total = rows * width;
   if (total == 0) return cudaSuccess;
   EmbeddingKernel<<<Blocks(total), kThreads, 0, stream>>>(

@@ -168,8 +168,7 @@ BackendSupport CudaBackendSupport(std::string_view op) {
   const BackendOp* it = std::lower_bound(
       std::begin(kCudaOps), end, op,
       [](const BackendOp& e, std::string_view name) { return e.op < name; });
-  return it != end && it->op == op ? it->support
-                                   : BackendSupport::kUnsupported;
+  return it != end && it->op == op ? it->support : BackendSupport::kUnsupported;
 }
 
 std::vector<std::string> CudaBackendOperators() {

@@ -45,22 +45,23 @@ absl::Status ArangeKernel(const KernelCall& call) {
   const bool has_start = call.args.size() > 1 && call.args[1].is_number();
   const KernelArg* start = has_start ? &call.args[0] : nullptr;
   const KernelArg& end = has_start ? call.args[1] : call.args[0];
-  const KernelArg* step = has_start && call.args.size() > 2 &&
-                                  call.args[2].is_number()
-                              ? &call.args[2]
-                              : nullptr;
+  const KernelArg* step =
+      has_start && call.args.size() > 2 && call.args[2].is_number()
+          ? &call.args[2]
+          : nullptr;
   if (!end.is_number()) return KernelError(call, "end must be a number");
   const double s = start ? start->AsDouble() : 0, e = end.AsDouble(),
                d = step ? step->AsDouble() : 1;
   if (d == 0) return KernelError(call, "step must be nonzero");
   if ((d > 0 && s > e) || (d < 0 && s < e))
-    return KernelError(call, "upper bound and larger bound inconsistent "
-                             "with step sign");
+    return KernelError(call,
+                       "upper bound and larger bound inconsistent "
+                       "with step sign");
   const int64_t expected = static_cast<int64_t>(std::ceil((e - s) / d));
   if (out.sizes[0] != expected)
-    return KernelError(call, absl::StrCat("the result has ", out.sizes[0],
-                                          " elements; arange gives ",
-                                          expected));
+    return KernelError(call,
+                       absl::StrCat("the result has ", out.sizes[0],
+                                    " elements; arange gives ", expected));
   const int code = Code(out.dtype);
   const int64_t stride = out.strides[0] * out.element_size();
   if (element::IsFloatCode(code)) {

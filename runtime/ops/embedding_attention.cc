@@ -28,8 +28,8 @@ namespace {
 
 void GemmNT(const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
             int64_t ldc, int64_t m, int64_t n, int64_t k) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, a, lda,
-              b, ldb, 0.0f, c, ldc);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, a, lda, b,
+              ldb, 0.0f, c, ldc);
 }
 void GemmNT(const double* a, int64_t lda, const double* b, int64_t ldb,
             double* c, int64_t ldc, int64_t m, int64_t n, int64_t k) {
@@ -120,7 +120,8 @@ absl::Status Attention(const KernelCall& call) {
           continue;
         }
         T sum = 0;
-        for (int64_t s = 0; s < S; ++s) sum += (row[s] = std::exp(row[s] - best));
+        for (int64_t s = 0; s < S; ++s)
+          sum += (row[s] = std::exp(row[s] - best));
         for (int64_t s = 0; s < S; ++s) row[s] /= sum;
       }
       if (weights_out) {
@@ -137,7 +138,8 @@ absl::Status Attention(const KernelCall& call) {
   std::vector<T> result(B * T_ * E);
   Project<T>(ctx.data(), B * T_, E, pw, pb, result.data());
   StoreDense<T>(result.data(), out);
-  if (weights_out && weights_out->numel() == static_cast<int64_t>(weights.size()))
+  if (weights_out &&
+      weights_out->numel() == static_cast<int64_t>(weights.size()))
     StoreDense<T>(weights.data(), *weights_out);
   return absl::OkStatus();
 }
@@ -156,17 +158,17 @@ absl::Status MultiHeadAttentionKernel(const KernelCall& call) {
   const TensorView& value = call.args[2].tensor;
   const int64_t E = call.args[3].AsInt(), H = call.args[4].AsInt();
   if (query.dim() != 3 || key.dim() != 3 || value.dim() != 3)
-    return absl::UnimplementedError(absl::StrCat(
-        AsAbsl(call.op), ": only batch-first 3-D query, key and value are "
-                         "supported"));
+    return absl::UnimplementedError(
+        absl::StrCat(AsAbsl(call.op),
+                     ": only batch-first 3-D query, key and value are "
+                     "supported"));
   if (H <= 0 || E <= 0 || E % H != 0 || query.sizes[2] != E ||
       key.sizes[2] != E || value.sizes != key.sizes ||
       key.sizes[0] != query.sizes[0])
     return KernelError(call, "embed_dim, num_head and the input sizes differ");
   if (call.args[5].tensor.numel() != 3 * E * E ||
       call.args[6].tensor.numel() != 3 * E ||
-      call.args[7].tensor.numel() != E * E ||
-      call.args[8].tensor.numel() != E)
+      call.args[7].tensor.numel() != E * E || call.args[8].tensor.numel() != E)
     return KernelError(call, "weight sizes do not fit embed_dim");
   const TensorView& out = call.outputs[0];
   if (out.sizes != query.sizes) return KernelError(call, "output 0 differs");
@@ -182,9 +184,9 @@ absl::Status MultiHeadAttentionKernel(const KernelCall& call) {
             : (m.dim() >= 2 && m.sizes[m.dim() - 2] == query.sizes[1] &&
                m.sizes[m.dim() - 1] == key.sizes[1]);
     if (!ok || (mask_type != 0 && mask_type != 1 && mask_type != -1))
-      return absl::UnimplementedError(absl::StrCat(
-          AsAbsl(call.op), ": mask ", m.DebugString(), " of mask_type ",
-          mask_type, " is not supported"));
+      return absl::UnimplementedError(
+          absl::StrCat(AsAbsl(call.op), ": mask ", m.DebugString(),
+                       " of mask_type ", mask_type, " is not supported"));
   }
   if (!IsFloatingPoint(out.dtype)) return UnsupportedDType(call, out.dtype);
   if (out.numel() == 0) return absl::OkStatus();

@@ -24,10 +24,10 @@ struct FamilyKernel {
 };
 
 // The tables, one per family file.
-std::span<const FamilyKernel> ConvKernels();        // nn_conv.cc
-std::span<const FamilyKernel> NormKernels();        // nn_norm.cc
-std::span<const FamilyKernel> CreationKernels();    // creation.cc
-std::span<const FamilyKernel> AttentionKernels();   // embedding_attention.cc
+std::span<const FamilyKernel> ConvKernels();       // nn_conv.cc
+std::span<const FamilyKernel> NormKernels();       // nn_norm.cc
+std::span<const FamilyKernel> CreationKernels();   // creation.cc
+std::span<const FamilyKernel> AttentionKernels();  // embedding_attention.cc
 // All of them.
 std::vector<std::span<const FamilyKernel>> FamilyKernelTables();
 
@@ -76,8 +76,7 @@ void StoreDense(const T* src, const TensorView& out) {
 // Whether `out` is dense T, so a kernel may write it directly.
 template <typename T>
 bool IsDense(const TensorView& out) {
-  constexpr DType kType =
-      std::is_same_v<T, float> ? DType::kF32 : DType::kF64;
+  constexpr DType kType = std::is_same_v<T, float> ? DType::kF32 : DType::kF64;
   return out.dtype == kType && out.IsContiguous();
 }
 

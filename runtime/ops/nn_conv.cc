@@ -25,17 +25,17 @@ namespace ferry::host {
 namespace {
 
 struct ConvGeometry {
-  int64_t N, C, H, W;       // input
-  int64_t F, CG, KH, KW;    // weight: F filters of CG channels
-  int64_t OH, OW;           // output
+  int64_t N, C, H, W;     // input
+  int64_t F, CG, KH, KW;  // weight: F filters of CG channels
+  int64_t OH, OW;         // output
   int64_t sh, sw, ph, pw, dh, dw;
   int64_t groups;
 };
 
 void Gemm(const float* a, const float* b, float* c, int64_t m, int64_t n,
           int64_t k, float beta) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k,
-              b, n, beta, c, n);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k, b,
+              n, beta, c, n);
 }
 void Gemm(const double* a, const double* b, double* c, int64_t m, int64_t n,
           int64_t k, double beta) {
@@ -195,9 +195,8 @@ absl::Status ConvolutionKernel2(const KernelCall& call) {
   if (weight.dim() != in.dim() || out.dim() != in.dim())
     return KernelError(call, "input, weight and output ranks differ");
   const DType dt = out.dtype;
-  const bool same_float =
-      IsFloat(dt) && in.dtype == dt && weight.dtype == dt &&
-      (!bias.is_tensor() || bias.tensor.dtype == dt);
+  const bool same_float = IsFloat(dt) && in.dtype == dt && weight.dtype == dt &&
+                          (!bias.is_tensor() || bias.tensor.dtype == dt);
   if (!same_float) return ConvolutionKernel(call);  // generic loop
   auto param = [&](size_t i, int64_t d, int64_t fallback) {
     const std::vector<int64_t>& v = call.args[i].ints;
@@ -237,7 +236,8 @@ absl::Status ConvolutionKernel2(const KernelCall& call) {
                                           std::max<int64_t>(eh, 0), "x",
                                           std::max<int64_t>(ew, 0)));
   if (out.numel() == 0) return absl::OkStatus();
-  if (dt == DType::kF64) return Convolve<double>(call, g, in, weight, bias, out);
+  if (dt == DType::kF64)
+    return Convolve<double>(call, g, in, weight, bias, out);
   return Convolve<float>(call, g, in, weight, bias, out);
 }
 

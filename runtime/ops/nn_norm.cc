@@ -76,8 +76,8 @@ absl::Status BatchNormEval(const KernelCall& call, const KernelArg& weight,
     return KernelError(call,
                        "evaluation mode needs running_mean and running_var");
   if (!IsFloatingPoint(in.dtype) || !IsFloatingPoint(out.dtype))
-    return UnsupportedDType(call, IsFloatingPoint(in.dtype) ? out.dtype
-                                                            : in.dtype);
+    return UnsupportedDType(call,
+                            IsFloatingPoint(in.dtype) ? out.dtype : in.dtype);
   std::vector<double> scale(channels), shift(channels);
   for (int64_t c = 0; c < channels; ++c) {
     const double m = ChannelValue(mean, c, 0);

@@ -34,7 +34,8 @@ struct TensorText {
 };
 
 struct ArgText {
-  std::string kind;  // none, int, float, bool, ints, str, dtype, tensor, tensors
+  std::string
+      kind;  // none, int, float, bool, ints, str, dtype, tensor, tensors
   double number = 0;
   std::vector<int64_t> ints;
   std::string text;
@@ -50,7 +51,7 @@ struct OpCase {
 
 DType ParseDType(const std::string& s) {
   static const std::map<std::string, DType> kNames = {
-      {"f32", DType::kF32},  {"f64", DType::kF64}, {"f16", DType::kF16},
+      {"f32", DType::kF32},   {"f64", DType::kF64}, {"f16", DType::kF16},
       {"bf16", DType::kBF16}, {"i64", DType::kI64}, {"i32", DType::kI32},
       {"bool", DType::kBool}};
   auto it = kNames.find(s);
@@ -107,8 +108,9 @@ std::vector<OpCase> LoadCases() {
       if (a.kind == "int" || a.kind == "float" || a.kind == "bool") {
         std::string v;
         in >> v;
-        a.number = v == "inf" ? INFINITY : v == "-inf" ? -INFINITY
-                                                        : std::stod(v);
+        a.number = v == "inf"    ? INFINITY
+                   : v == "-inf" ? -INFINITY
+                                 : std::stod(v);
       } else if (a.kind == "ints") {
         std::string v;
         in >> v;
@@ -225,9 +227,9 @@ void RunCase(const OpCase& c, bool gapped) {
     int64_t bad = 0;
     for (size_t k = 0; k < got.size(); ++k) {
       const double e = want.values[k], a = got[k];
-      const bool ok =
-          (std::isnan(e) && std::isnan(a)) || e == a ||
-          (std::isfinite(e) && std::fabs(a - e) <= tol.atol + tol.rtol * std::fabs(e));
+      const bool ok = (std::isnan(e) && std::isnan(a)) || e == a ||
+                      (std::isfinite(e) &&
+                       std::fabs(a - e) <= tol.atol + tol.rtol * std::fabs(e));
       if (!ok && bad++ < 3)
         ADD_FAILURE() << c.op << " output " << i << " element " << k
                       << ": expected " << e << ", got " << a << " (atol "
@@ -238,9 +240,7 @@ void RunCase(const OpCase& c, bool gapped) {
   }
 }
 
-TEST(OpCasesTest, DataFileHasCases) {
-  EXPECT_GE(Cases().size(), 40u);
-}
+TEST(OpCasesTest, DataFileHasCases) { EXPECT_GE(Cases().size(), 40u); }
 
 TEST(OpCasesTest, HostKernelsMatchPyTorchDenseInputs) {
   for (const OpCase& c : Cases()) RunCase(c, false);
@@ -254,14 +254,26 @@ TEST(OpCasesTest, HostKernelsMatchPyTorchGappedInputs) {
 TEST(OpCasesTest, EveryNetworkOperatorHasAPyTorchCase) {
   std::set<std::string> covered;
   for (const OpCase& c : Cases()) covered.insert(c.op);
-  for (const char* op :
-       {"aten::convolution", "aten::native_batch_norm",
-        "aten::max_pool2d_with_indices", "aten::hardtanh", "aten::mean.dim",
-        "aten::addmm", "aten::embedding", "aten::native_layer_norm",
-        "aten::gelu", "aten::_softmax", "aten::_log_softmax", "aten::arange",
-        "aten::arange.start", "aten::arange.start_step", "aten::ones",
-        "aten::triu", "aten::masked_fill.Scalar", "aten::cat",
-        "aten::_unsafe_view", "aten::_native_multi_head_attention"})
+  for (const char* op : {"aten::convolution",
+                         "aten::native_batch_norm",
+                         "aten::max_pool2d_with_indices",
+                         "aten::hardtanh",
+                         "aten::mean.dim",
+                         "aten::addmm",
+                         "aten::embedding",
+                         "aten::native_layer_norm",
+                         "aten::gelu",
+                         "aten::_softmax",
+                         "aten::_log_softmax",
+                         "aten::arange",
+                         "aten::arange.start",
+                         "aten::arange.start_step",
+                         "aten::ones",
+                         "aten::triu",
+                         "aten::masked_fill.Scalar",
+                         "aten::cat",
+                         "aten::_unsafe_view",
+                         "aten::_native_multi_head_attention"})
     EXPECT_TRUE(covered.count(op)) << op;
 }
 
@@ -270,23 +282,24 @@ TEST(OpCasesTest, EmptyIsZeroFilled) {
   OwnedTensor out = testing::MakeOutput(DType::kF32, {2, 3});
   std::memset(out.storage.data(), 0x7f, out.storage.size() * 8);
   std::vector<KernelArg> args = {testing::IntsArg({2, 3}), testing::NoneArg(),
-                                 testing::NoneArg(), testing::NoneArg(),
-                                 testing::NoneArg(), testing::NoneArg()};
-  ASSERT_TRUE(testing::RunKernel("aten::empty.memory_format", args, {&out}).ok());
+                                 testing::NoneArg(),       testing::NoneArg(),
+                                 testing::NoneArg(),       testing::NoneArg()};
+  ASSERT_TRUE(
+      testing::RunKernel("aten::empty.memory_format", args, {&out}).ok());
   for (double v : testing::Values(out.view)) EXPECT_EQ(v, 0);
 }
 
 TEST(OpCasesTest, TransposedConvolutionIsUnimplemented) {
-  OwnedTensor in = testing::MakeTensor(DType::kF32, {1, 1, 3, 3},
-                                       std::vector<double>(9, 1));
-  OwnedTensor w = testing::MakeTensor(DType::kF32, {1, 1, 2, 2},
-                                      std::vector<double>(4, 1));
+  OwnedTensor in =
+      testing::MakeTensor(DType::kF32, {1, 1, 3, 3}, std::vector<double>(9, 1));
+  OwnedTensor w =
+      testing::MakeTensor(DType::kF32, {1, 1, 2, 2}, std::vector<double>(4, 1));
   OwnedTensor out = testing::MakeOutput(DType::kF32, {1, 1, 4, 4});
   std::vector<KernelArg> args = {
-      testing::TensorArg(in),     testing::TensorArg(w),
-      testing::NoneArg(),         testing::IntsArg({1, 1}),
-      testing::IntsArg({0, 0}),   testing::IntsArg({1, 1}),
-      testing::BoolArg(true),     testing::IntsArg({0, 0}),
+      testing::TensorArg(in),   testing::TensorArg(w),
+      testing::NoneArg(),       testing::IntsArg({1, 1}),
+      testing::IntsArg({0, 0}), testing::IntsArg({1, 1}),
+      testing::BoolArg(true),   testing::IntsArg({0, 0}),
       testing::IntArg(1)};
   absl::Status status = testing::RunKernel("aten::convolution", args, {&out});
   EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented) << status;
@@ -300,17 +313,18 @@ TEST(OpCasesTest, ConvolutionWithAWrongOutputShapeIsAnError) {
                                       std::vector<double>(36, 1));
   OwnedTensor out = testing::MakeOutput(DType::kF32, {1, 4, 5, 5});
   std::vector<KernelArg> args = {
-      testing::TensorArg(in),   testing::TensorArg(w),  testing::NoneArg(),
+      testing::TensorArg(in),   testing::TensorArg(w),
+      testing::NoneArg(),       testing::IntsArg({1, 1}),
       testing::IntsArg({1, 1}), testing::IntsArg({1, 1}),
-      testing::IntsArg({1, 1}), testing::BoolArg(false),
-      testing::IntsArg({0, 0}), testing::IntArg(1)};
+      testing::BoolArg(false),  testing::IntsArg({0, 0}),
+      testing::IntArg(1)};
   absl::Status status = testing::RunKernel("aten::convolution", args, {&out});
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
 }
 
 TEST(OpCasesTest, EmbeddingIndexOutOfRangeIsAnError) {
-  OwnedTensor w = testing::MakeTensor(DType::kF32, {3, 2},
-                                      std::vector<double>(6, 1));
+  OwnedTensor w =
+      testing::MakeTensor(DType::kF32, {3, 2}, std::vector<double>(6, 1));
   OwnedTensor idx = testing::MakeTensor(DType::kI64, {2}, {0, 3});
   OwnedTensor out = testing::MakeOutput(DType::kF32, {2, 2});
   std::vector<KernelArg> args = {testing::TensorArg(w), testing::TensorArg(idx),
