@@ -13,7 +13,7 @@
 // stored), integer otherwise (int64, wrapping). Comparisons and logical ops
 // choose from the operands only and store bools.
 //
-// Aliasing. Guarded<> wraps every kernel: when an output overlaps an input
+// Aliasing. Guard<> (runtime/ops/family.h) wraps every kernel: when an output overlaps an input
 // with a different layout (say add_(x, x.t())), the kernel writes dense
 // temporaries and the result is copied into the output afterwards, so every
 // input is read before anything is written. Elementwise kernels whose output
@@ -706,26 +706,9 @@ absl::Status ViewKernel(const KernelCall&) { return absl::OkStatus(); }
 }  // namespace
 
 // ---------------------------------------------------------------------------
-// Aliasing guard.
+// The kernel table.
 
 namespace {
-
-template <HostKernelFn kKernel, bool kElementwise>
-absl::Status Guarded(const KernelCall& call) {
-  if (!OutputsOverlapInputs(call, kElementwise)) return kKernel(call);
-  std::vector<Scratch> temporaries;
-  std::vector<TensorView> outputs;
-  temporaries.reserve(call.outputs.size());
-  for (const TensorView& out : call.outputs) {
-    temporaries.push_back(MakeScratch(out.dtype, out.sizes));
-    outputs.push_back(temporaries.back().view);
-  }
-  KernelCall redirected{call.op, call.args, outputs};
-  if (absl::Status s = kKernel(redirected); !s.ok()) return s;
-  for (size_t i = 0; i < outputs.size(); ++i)
-    ScatterContiguous(call.outputs[i], temporaries[i].bytes.data());
-  return absl::OkStatus();
-}
 
 struct KernelEntry {
   std::string_view op;
@@ -734,8 +717,8 @@ struct KernelEntry {
 
 // Elementwise kernels (E) may run in place; the others (G) get temporaries
 // when an output overlaps an input.
-#define E(fn) &Guarded<fn, true>
-#define G(fn) &Guarded<fn, false>
+#define E(fn) &Guard<fn, true>
+#define G(fn) &Guard<fn, false>
 
 const KernelEntry kKernels[] = {
     // Arithmetic (functional, in place, Scalar forms share one kernel).

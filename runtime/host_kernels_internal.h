@@ -141,6 +141,9 @@ absl::Status AddmmKernel(const KernelCall& call);
 absl::Status BmmKernel(const KernelCall& call);
 absl::Status LinearKernel(const KernelCall& call);
 absl::Status ConvolutionKernel(const KernelCall& call);
+// The argument checks every convolution kernel makes first: arity, not
+// transposed (Unimplemented), 1-D or 2-D, matching ranks.
+absl::Status CheckConvolutionCall(const KernelCall& call);
 // host_kernels_reduce.cc
 absl::Status SumDimKernel(const KernelCall& call);
 absl::Status SumAllKernel(const KernelCall& call);

@@ -297,13 +297,10 @@ absl::Status LinearKernel(const KernelCall& call) {
   return absl::OkStatus();
 }
 
-// convolution(input, weight, bias?, stride, padding, dilation, transposed,
-//             output_padding, groups) for 1-D and 2-D, not transposed.
-absl::Status ConvolutionKernel(const KernelCall& call) {
-  TensorView in = call.args[0].tensor;
-  TensorView weight = call.args[1].tensor;
-  const KernelArg& bias = call.args[2];
-  TensorView out = call.outputs[0];
+absl::Status CheckConvolutionCall(const KernelCall& call) {
+  if (call.args.size() < 9 || call.outputs.size() != 1)
+    return KernelError(call, "expects 9 arguments and one output");
+  const TensorView& in = call.args[0].tensor;
   if (call.args[6].bool_value)
     return absl::UnimplementedError(absl::StrCat(
         AsAbsl(call.op), ": transposed convolution is not supported"));
@@ -311,8 +308,21 @@ absl::Status ConvolutionKernel(const KernelCall& call) {
   if (spatial != 1 && spatial != 2)
     return absl::UnimplementedError(absl::StrCat(
         AsAbsl(call.op), ": only 1-D and 2-D convolution are supported"));
-  if (weight.dim() != in.dim() || out.dim() != in.dim())
+  if (call.args[1].tensor.dim() != in.dim() ||
+      call.outputs[0].dim() != in.dim())
     return KernelError(call, "input, weight and output ranks differ");
+  return absl::OkStatus();
+}
+
+// convolution(input, weight, bias?, stride, padding, dilation, transposed,
+//             output_padding, groups) for 1-D and 2-D, not transposed.
+absl::Status ConvolutionKernel(const KernelCall& call) {
+  if (absl::Status s = CheckConvolutionCall(call); !s.ok()) return s;
+  TensorView in = call.args[0].tensor;
+  TensorView weight = call.args[1].tensor;
+  const KernelArg& bias = call.args[2];
+  TensorView out = call.outputs[0];
+  const int64_t spatial = in.dim() - 2;
   auto param = [&](size_t i, int64_t d, int64_t fallback) {
     const std::vector<int64_t>& v = call.args[i].ints;
     if (v.empty()) return fallback;

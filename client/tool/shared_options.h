@@ -1,6 +1,7 @@
 // The options `ferry lower` and `ferry verify` share: FILE, --format,
-// --report, the remote flags (--server, --tls-*, --token-file) and the
-// lowering flags.
+// --report, the remote flags (--server, --tls-*, --token-file), the
+// lowering flags and --allow-op/--deny-op OP (repeatable; the request's
+// partitioner.allow_operators / deny_operators).
 #ifndef FERRY_CLIENT_TOOL_SHARED_OPTIONS_H_
 #define FERRY_CLIENT_TOOL_SHARED_OPTIONS_H_
 

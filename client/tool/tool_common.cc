@@ -175,7 +175,11 @@ std::string LoweringFlagsHelp() {
          "  --target-device=DEV           capability partitions' device "
          "(cuda:0)\n"
          "  --tag-target=TAG=DEV          device of a tag's partition\n"
-         "  --backend=ID                  backend id of new modules\n";
+         "  --backend=ID                  backend id of new modules\n"
+         "  --allow-op OP                 capability partitioner claims only "
+         "these (repeatable)\n"
+         "  --deny-op OP                  never claimed, stays on the host, "
+         "e.g. aten::relu_ (repeatable)\n";
 }
 
 }  // namespace ferry::tool

@@ -179,21 +179,12 @@ bool IsFloat(DType t) {
 // convolution(input, weight, bias?, stride, padding, dilation, transposed,
 //             output_padding, groups)
 absl::Status ConvolutionKernel2(const KernelCall& call) {
-  if (call.args.size() < 9 || call.outputs.size() != 1)
-    return KernelError(call, "expects 9 arguments and one output");
+  if (absl::Status s = CheckConvolutionCall(call); !s.ok()) return s;
   TensorView in = call.args[0].tensor;
   TensorView weight = call.args[1].tensor;
   const KernelArg& bias = call.args[2];
   TensorView out = call.outputs[0];
-  if (call.args[6].bool_value)
-    return absl::UnimplementedError(absl::StrCat(
-        AsAbsl(call.op), ": transposed convolution is not supported"));
   const int64_t spatial = in.dim() - 2;
-  if (spatial != 1 && spatial != 2)
-    return absl::UnimplementedError(absl::StrCat(
-        AsAbsl(call.op), ": only 1-D and 2-D convolution are supported"));
-  if (weight.dim() != in.dim() || out.dim() != in.dim())
-    return KernelError(call, "input, weight and output ranks differ");
   const DType dt = out.dtype;
   const bool same_float = IsFloat(dt) && in.dtype == dt && weight.dtype == dt &&
                           (!bias.is_tensor() || bias.tensor.dtype == dt);

@@ -151,6 +151,11 @@ class SmallViT(nn.Module):
                                      hidden_dim=16,
                                      mlp_dim=32,
                                      num_classes=10)
+        # torchvision zero-initialises the classification head, which would
+        # make every output exactly its (zero) bias: random weights instead,
+        # so comparisons of outputs see the whole network.
+        nn.init.normal_(self.vit.heads.head.weight, std=0.5)
+        nn.init.normal_(self.vit.heads.head.bias, std=0.5)
 
     def forward(self, x):
         return self.vit(x)

@@ -165,5 +165,51 @@ TEST_F(ToolTest, LowerFlagsOverrideTheRequest) {
   EXPECT_NE(bad.out.find("FERRY-E0501"), std::string::npos) << bad.out;
 }
 
+TEST_F(ToolTest, AllowAndDenyOpFlagsNarrowTheCapabilityPartitioner) {
+  const std::string file = Example("capability.textproto");
+  // Without a list: mm, gelu and softmax form one cuda:0 delegate.
+  ToolRun all = Ferry("lower --report=json " + file, false);
+  ASSERT_EQ(all.exit_code, 0) << all.out;
+  EXPECT_NE(all.out.find("\"delegates\":1,"), std::string::npos) << all.out;
+  // gelu denied stays on the host and splits the delegate in two, with a
+  // D2H before it and an H2D after it.
+  ToolRun denied = Ferry("lower --report=json --deny-op aten::gelu " + file, false);
+  ASSERT_EQ(denied.exit_code, 0) << denied.out;
+  EXPECT_NE(denied.out.find("\"h2d_copies\":2,\"d2h_copies\":2"),
+            std::string::npos)
+      << denied.out;
+  EXPECT_NE(denied.out.find("\"delegates\":2,"), std::string::npos);
+  // The =VALUE form and repetition: denying mm too leaves only softmax.
+  ToolRun two = Ferry(
+      "lower --report=json --deny-op=aten::gelu --deny-op aten::mm " + file, false);
+  ASSERT_EQ(two.exit_code, 0) << two.out;
+  EXPECT_NE(two.out.find("\"delegates\":1,"), std::string::npos) << two.out;
+  EXPECT_NE(two.out.find("\"h2d_copies\":1,\"d2h_copies\":1"),
+            std::string::npos)
+      << two.out;
+  EXPECT_NE(two.out.find("\"h2d_bytes_per_call\":32"), std::string::npos);
+  // --allow-op: only mm is claimed; gelu and softmax run on the host.
+  ToolRun allowed = Ferry("lower --report=json --allow-op aten::mm " + file, false);
+  ASSERT_EQ(allowed.exit_code, 0) << allowed.out;
+  EXPECT_NE(allowed.out.find("\"delegates\":1,"), std::string::npos);
+  EXPECT_NE(allowed.out.find("\"d2h_bytes_per_call\":32"), std::string::npos)
+      << allowed.out;
+  // Unknown operators are the pipeline's error; a missing value is usage.
+  ToolRun unknown = Ferry("lower --deny-op aten::bogus " + file);
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_NE(unknown.out.find("unknown operator 'aten::bogus'"), std::string::npos)
+      << unknown.out;
+  ToolRun missing = Ferry("lower " + file + " --deny-op");
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.out.find("--deny-op needs an operator"), std::string::npos)
+      << missing.out;
+  EXPECT_EQ(Ferry("lower --deny-op= " + file).exit_code, 2);
+  for (const char* command : {"lower", "verify"}) {
+    ToolRun help = Ferry(std::string(command) + " --help", false);
+    EXPECT_NE(help.out.find("--allow-op OP"), std::string::npos) << command;
+    EXPECT_NE(help.out.find("--deny-op OP"), std::string::npos) << command;
+  }
+}
+
 }  // namespace
 }  // namespace ferry

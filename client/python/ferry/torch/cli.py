@@ -406,6 +406,9 @@ def apply_lowering_flags(flags, options):
             options.partitioner.tag_targets[tag] = device
         elif name == "--backend" and value:
             options.partitioner.backend = value
+        elif name in ("--allow-op", "--deny-op") and value:
+            (options.partitioner.allow_operators if name == "--allow-op" else
+             options.partitioner.deny_operators).append(value)
         else:
             raise FerryError(f"unknown or malformed lowering option '{flag}' "
                              "(ferry lower --help lists them)",
@@ -521,6 +524,12 @@ def _run_parser(command):
     p.add_argument("target", metavar="FILE|MODEL")
     add_export_flags(p, with_output=False)
     add_remote_flags(p)
+    p.add_argument("--allow-op", action="append", default=[], metavar="OP",
+                   help="the capability partitioner claims only these "
+                   "(repeatable)")
+    p.add_argument("--deny-op", action="append", default=[], metavar="OP",
+                   help="never claimed: stays on the host, e.g. aten::relu_ "
+                   "(repeatable)")
     if command == "lower":
         p.add_argument("-o", "--output", metavar="OUT",
                        help="write the lowered program to OUT")
@@ -561,6 +570,8 @@ def _prepare(command, argv):
     if not any(f.startswith("--partitioner") for f in lowering) and (
             request.options.partitioner.kind == 1):
         lowering = ["--partitioner=capability"] + lowering
+    lowering += [f"--allow-op={op}" for op in args.allow_op]
+    lowering += [f"--deny-op={op}" for op in args.deny_op]
     if command == "verify" and args.inputs:
         from ferry.proto import program_pb2 as pb
         inputs_set = read_message(args.inputs, pb.InputSet)
