@@ -7,18 +7,12 @@
 #include <cstdint>
 
 #include "runtime/cuda/cuda_kernels.h"
+#include "runtime/cuda/launch.h"
 #include "runtime/element.h"
 
 namespace ferry::cuda {
 namespace {
 
-constexpr int kThreads = 256;
-
-int Blocks(int64_t work) {
-  int64_t blocks = (work + kThreads - 1) / kThreads;
-  if (blocks > 65535) blocks = 65535;
-  return blocks < 1 ? 1 : static_cast<int>(blocks);
-}
 
 __device__ int64_t Offset(const Shape& shape, const int64_t* strides,
                           int64_t linear) {

@@ -5,18 +5,12 @@
 #include <cstdint>
 
 #include "runtime/cuda/nn_kernels.h"
+#include "runtime/cuda/launch.h"
 #include "runtime/element.h"
 
 namespace ferry::cuda {
 namespace {
 
-constexpr int kThreads = 256;
-
-int Blocks(int64_t work) {
-  int64_t blocks = (work + kThreads - 1) / kThreads;
-  if (blocks > 65535) blocks = 65535;
-  return blocks < 1 ? 1 : static_cast<int>(blocks);
-}
 
 __device__ int ElementBytes(int dtype) {
   return dtype == element::kF64 || dtype == element::kI64   ? 8
