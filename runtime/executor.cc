@@ -333,8 +333,17 @@ class MethodInstance {
   Executor::Locations Where() const;
 
  private:
+  // "node 'n': ", or "node 'n' (model.py:12): " where the node carries its
+  // source line, so runtime errors point at the user's code.
   std::string NodePrefix(int32_t node) const {
-    return absl::StrCat(context_, "node '", method_.nodes[node].name, "': ");
+    const Node& n = method_.nodes[node];
+    std::string where;
+    if (n.source.present && !n.source.file.empty()) {
+      where = n.source.line > 0
+                  ? absl::StrCat(" (", n.source.file, ":", n.source.line, ")")
+                  : absl::StrCat(" (", n.source.file, ")");
+    }
+    return absl::StrCat(context_, "node '", n.name, "'", where, ": ");
   }
   absl::Status NodeError(int32_t node, absl::string_view message) const {
     return absl::InvalidArgumentError(absl::StrCat(NodePrefix(node), message));

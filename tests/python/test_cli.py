@@ -127,6 +127,11 @@ class CliTest(unittest.TestCase):
         self.assertIn("aten::lgamma", done.stdout)
         self.assertIn(f"models.py:{util.marker_line('lgamma')} (node 'lgamma')",
                       done.stdout)
+        # The ferry tool itself names the node's source line too.
+        done = util.ferry("verify", "--device=sim", out)
+        self.assertEqual(done.returncode, 1, done.stdout + done.stderr)
+        self.assertIn("no kernel for operator aten::lgamma", done.stdout)
+        self.assertIn(f"models.py:{util.marker_line('lgamma')})", done.stdout)
 
     # --- Errors: one line, the ferry tool's exit codes
 
