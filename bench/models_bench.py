@@ -1,0 +1,142 @@
+#!/usr/bin/python3
+"""Lower and Verify latency of the real models (issue 9, section 4).
+
+For each model: export it once with the frontend (with weights, fixed
+inputs), then
+  - Lower in process: the pipeline's own time, the sum of the pass timings
+    `ferry lower --report=json` reports (import through plan_memory; no
+    process start, no file reading);
+  - Lower through the service: the wall time of `ferry.Client.lower` against
+    a ferryd on 127.0.0.1 started here (result cache bypassed, so every call
+    is computed; weights left out, as a Lower needs no numbers);
+  - Verify through the service: `ferry.Client.verify` on sim with the
+    exported inputs and the weights (eager run + sim run + comparison);
+  - PyTorch's own eager CPU forward of the same model and inputs, for scale.
+Each is repeated --runs times; p50 and p99 (the maximum, for few runs) are
+printed in milliseconds.
+
+Usage (after scripts/setup or scripts/test):
+  bench/models_bench.py [--runs N] [--models resnet18,mobilenet_v2,...]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "client", "python"))
+sys.path.insert(0, os.path.join(ROOT, "build", "python"))
+FERRY = os.path.join(ROOT, "build", "bin", "ferry")
+FERRYD = os.path.join(ROOT, "build", "bin", "ferryd")
+FRONTEND = os.path.join(ROOT, "scripts", "ferry-torch")
+MODELS_PY = os.path.join(ROOT, "tests", "python", "models.py")
+
+MODELS = {
+    "resnet18": ["torchvision:resnet18", "--input", "1,3,224,224"],
+    "mobilenet_v2": ["torchvision:mobilenet_v2", "--input", "1,3,224,224"],
+    "vit_b_16": ["torchvision:vit_b_16", "--input", "1,3,224,224"],
+    "SmallViT": [f"{MODELS_PY}:SmallViT", "--input", "1,3,32,32"],
+    "TinyGPT": [f"{MODELS_PY}:TinyGPT", "--input", "2,8:int64"],
+}
+
+
+def percentiles(samples):
+    ordered = sorted(samples)
+    p99 = ordered[min(len(ordered) - 1, int(round(0.99 * (len(ordered) - 1))))]
+    return statistics.median(ordered), p99
+
+
+def run(cmd):
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"failed: {' '.join(cmd)}\n{done.stdout}{done.stderr}")
+    return done
+
+
+def in_process_lower_ms(path):
+    done = run([FERRY, "lower", "--partitioner=capability", "--report=json",
+                "-o", os.devnull, path])
+    report = json.loads(done.stdout)
+    return sum(p["micros"] for p in report["stats"]["passes"]) / 1000.0
+
+
+def eager_ms(spec, runs):
+    import torch
+    from ferry.torch import cli
+    model, _ = cli.load_model(spec[0])
+    shapes = [cli.parse_input(spec[i + 1]) for i in range(1, len(spec), 2)]
+    inputs = cli.make_inputs(shapes, 0)
+    model.eval()
+    samples = []
+    with torch.no_grad():
+        model(*inputs)  # warm-up
+        for _ in range(runs):
+            start = time.perf_counter()
+            model(*inputs)
+            samples.append((time.perf_counter() - start) * 1000)
+    return samples
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--models", default="resnet18,mobilenet_v2,SmallViT,TinyGPT")
+    args = parser.parse_args()
+    runs = max(1, min(args.runs, 1000))
+    from ferry import Client
+    from ferry.torch import cli
+    from ferry.proto import compiler_pb2, program_pb2
+
+    work = tempfile.mkdtemp(prefix="ferry-models-bench-")
+    ferryd = subprocess.Popen([FERRYD, "--listen", "127.0.0.1:0", "--workers", "1"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        address = ferryd.stdout.readline().strip()
+        client = Client(address, deadline=600)
+        print(f"{'model':14} {'nodes':>6} {'lower in-proc':>15} {'lower service':>15}"
+              f" {'verify service':>16} {'torch eager':>13}   (ms, p50/p99, {runs} runs)")
+        for name in args.models.split(","):
+            spec = MODELS[name]
+            path = os.path.join(work, f"{name}.binpb")
+            inputs = os.path.join(work, f"{name}.inputs.binpb")
+            nw = os.path.join(work, f"{name}.nw.binpb")
+            run([FRONTEND, "export", *spec, "-o", path, "--inputs-out", inputs])
+            run([FRONTEND, "export", *spec, "-o", nw, "--no-weights"])
+            lower_request = cli.read_request(nw)
+            lower_request.options.partitioner.kind = program_pb2.BY_CAPABILITY
+            verify = compiler_pb2.VerifyRequest()
+            verify.request.CopyFrom(cli.read_request(path))
+            verify.request.options.partitioner.kind = program_pb2.BY_CAPABILITY
+            verify.device = compiler_pb2.VERIFY_DEVICE_SIM
+            verify.inputs.ParseFromString(open(inputs, "rb").read())
+            nodes = sum(len(m.nodes) for m in lower_request.program.methods)
+
+            local = [in_process_lower_ms(nw) for _ in range(runs)]
+            remote, verified = [], []
+            for _ in range(runs):
+                start = time.perf_counter()
+                response = client.lower(lower_request, bypass_cache=True)
+                remote.append((time.perf_counter() - start) * 1000)
+                if not response.ok:
+                    sys.exit(f"{name}: lower failed: {response.diagnostics}")
+            for _ in range(max(1, runs // 2)):
+                start = time.perf_counter()
+                response = client.verify(verify, bypass_cache=True)
+                verified.append((time.perf_counter() - start) * 1000)
+                if not response.ok:
+                    sys.exit(f"{name}: verify failed: {response.report.summary}")
+            eager = eager_ms(spec, runs)
+            cells = [percentiles(s) for s in (local, remote, verified, eager)]
+            print(f"{name:14} {nodes:>6} " + " ".join(
+                f"{a:>7.1f}/{b:<7.1f}" for a, b in cells))
+    finally:
+        ferryd.terminate()
+        ferryd.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    main()
