@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <limits>
 #include <numeric>
 
 #include "absl/strings/ascii.h"
@@ -104,14 +105,24 @@ absl::StatusOr<Device> ParseTargetDevice(std::string_view text) {
                    "' (valid types: cpu, cuda)"));
 }
 
-std::vector<int64_t> ContiguousStrides(const std::vector<int64_t>& sizes) {
+std::vector<int64_t> ContiguousStrides(std::span<const int64_t> sizes) {
   std::vector<int64_t> strides(sizes.size());
   int64_t running = 1;
   for (size_t i = sizes.size(); i-- > 0;) {
     strides[i] = running;
-    running *= std::max<int64_t>(sizes[i], 1);
+    if (__builtin_mul_overflow(running, std::max<int64_t>(sizes[i], 1),
+                               &running))
+      running = std::numeric_limits<int64_t>::max();
   }
   return strides;
+}
+
+bool ContiguousStridesFit(std::span<const int64_t> sizes) {
+  int64_t running = 1;
+  for (int64_t s : sizes)
+    if (__builtin_mul_overflow(running, std::max<int64_t>(s, 1), &running))
+      return false;
+  return true;
 }
 
 std::vector<int64_t> TensorSpec::Strides() const {

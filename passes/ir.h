@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -117,7 +118,11 @@ struct TensorSpec {
   }
 };
 
-std::vector<int64_t> ContiguousStrides(const std::vector<int64_t>& sizes);
+// Row-major strides of `sizes` (a dim of 0 counts as 1). A stride past
+// int64 saturates at its maximum: ContiguousStridesFit says whether they fit,
+// and validation refuses a spec whose strides do not (E0204).
+std::vector<int64_t> ContiguousStrides(std::span<const int64_t> sizes);
+bool ContiguousStridesFit(std::span<const int64_t> sizes);
 
 // ---------------------------------------------------------------------------
 // Graphs.

@@ -22,11 +22,20 @@
 //   r = relu_(c)           (denied: host)      place_and_copy then inserts
 //   d = convolution(r, w2) [partition_1]       D2H before r, H2D after it
 //
+// Delegates never write their inputs, and their results are fresh storage:
+// an in-place call joins only the partition that defines what it writes, and
+// an alias (a view, an in-place result) read outside its partition must not
+// be of storage written outside it (CutAliases), or the write would miss the
+// copy the delegate returned. BY_TAG reports both as errors; BY_CAPABILITY
+// leaves such calls on the host.
+//
 // Phases: (1) CheckTaggedNodes (BY_TAG) or TagByCapability (BY_CAPABILITY)
 // put tags on call nodes; (2) AdoptGetItems tags getitems of tagged tuple
-// nodes; (3) CheckConvex reports cycles; (4) AdoptProgramData tags program
-// data whose every reader carries one tag (BY_TAG keeps only tags the request
-// put there; BY_CAPABILITY adopts them all).
+// nodes; (3) CutAliases: BY_TAG reports, BY_CAPABILITY keeps the cut aliases
+// on the host and groups again; (4) CheckConvex reports cycles; (5)
+// AdoptProgramData tags program data whose every reader carries one tag
+// (BY_TAG keeps only tags the request put there; BY_CAPABILITY adopts them
+// all).
 #include "passes/partition.h"
 
 #include <algorithm>
@@ -221,11 +230,16 @@ void CheckTaggedNodes(Method& method, const StorageRoots& roots,
 
 // BY_CAPABILITY: greedy in node order. A lowerable call joins the open
 // partition unless one of its operands is outside the partition and depends
-// on it (joining would close a cycle); then a new partition opens.
-void TagByCapability(Method& method, const OperatorFilter& filter) {
+// on it (joining would close a cycle); then a new partition opens. An
+// in-place call joins only the partition that defines the storage it writes
+// (a delegate never writes its inputs, as with tags); otherwise it stays on
+// the host, where place_and_copy makes the write visible.
+void TagByCapability(Method& method, const OperatorFilter& filter,
+                     const StorageRoots& roots,
+                     const std::vector<char>& demoted) {
   const size_t n = method.nodes.size();
   const std::vector<std::vector<int32_t>> effects =
-      EffectDependencies(method, StorageRoots(method));
+      EffectDependencies(method, roots);
   std::vector<int32_t> group(n, kNoGroup);
   std::vector<int32_t> tainted_by(n, kNoGroup);  // outside g, depends on g
   int32_t open = kNoGroup;
@@ -233,7 +247,7 @@ void TagByCapability(Method& method, const OperatorFilter& filter) {
   for (size_t i = 0; i < n; ++i) {
     Node& node = method.nodes[i];
     node.delegation_tag.clear();
-    bool lowerable = filter.Claims(node);
+    bool lowerable = !demoted[i] && filter.Claims(node);
     bool reads_tainted = false;
     bool reads_open = false;
     auto depend = [&](int32_t d) {
@@ -248,6 +262,12 @@ void TagByCapability(Method& method, const OperatorFilter& filter) {
       continue;
     }
     if (lowerable) {
+      const bool opens = open == kNoGroup || reads_tainted;
+      for (const ValueId& written : roots.WrittenBy(static_cast<int32_t>(i)))
+        if (opens || group[roots.RootOf(written).node] != open)
+          lowerable = false;
+    }
+    if (lowerable) {
       if (open == kNoGroup || reads_tainted) open = next++;
       group[i] = open;
       continue;
@@ -260,6 +280,79 @@ void TagByCapability(Method& method, const OperatorFilter& filter) {
 }
 
 // Tags getitems whose source is tagged, so tuple results stay whole.
+// Aliases that a delegate boundary would cut. A delegate's results are
+// fresh storage, so a member whose result aliases storage R (a view, an
+// in-place result, a getitem of either) and that is read outside its
+// partition (or returned) hands out a snapshot of R. The snapshot differs
+// from the alias as soon as R is written outside the partition, after the
+// member (a write before it is ordered before the partition, since the
+// member depends on it):
+//
+//   v = transpose(x)   [p]      v leaves p as a copy of x's bytes
+//   mul_(x, 0.5)                the host writes x
+//   u = mm(v, w)                eager reads the written x through v
+//
+// Returns, per such member, the node to keep off the device: the member, or
+// for a getitem the call producing its tuple.
+std::vector<int32_t> CutAliases(const Method& method,
+                                const StorageRoots& roots) {
+  const int32_t n = static_cast<int32_t>(method.nodes.size());
+  std::map<std::string, int32_t> ids;
+  std::vector<int32_t> group(n, kNoGroup);
+  for (int32_t i = 0; i < n; ++i) {
+    const std::string& tag = method.nodes[i].delegation_tag;
+    if (!tag.empty())
+      group[i] =
+          ids.emplace(tag, static_cast<int32_t>(ids.size())).first->second;
+  }
+  if (ids.empty()) return {};
+  // Per root node: its writers.
+  std::map<int32_t, std::vector<int32_t>> writers_of;
+  for (int32_t w = 0; w < n; ++w)
+    for (const ValueId& written : roots.WrittenBy(w))
+      writers_of[roots.RootOf(written).node].push_back(w);
+  if (writers_of.empty()) return {};
+  std::vector<int32_t> cut;
+  const std::vector<std::vector<Use>> uses = BuildUses(method);
+  for (int32_t m = 0; m < n; ++m) {
+    const Node& node = method.nodes[m];
+    if (group[m] == kNoGroup || node.result != ResultKind::kTensor) continue;
+    const ValueId value{m, -1};
+    const ValueId root = roots.RootOf(value);
+    if (root == value) continue;  // fresh storage: nothing to cut
+    auto writers = writers_of.find(root.node);
+    if (writers == writers_of.end()) continue;
+    bool written_outside = false;
+    for (int32_t w : writers->second)
+      written_outside |= w > m && group[w] != group[m];
+    if (!written_outside) continue;
+    bool escapes = false;
+    for (const Use& use : uses[m]) escapes |= group[use.reader] != group[m];
+    if (!escapes) continue;
+    cut.push_back(node.kind == NodeKind::kGetItem ? node.getitem_source : m);
+  }
+  return cut;
+}
+
+// BY_CAPABILITY: a partition none of whose values is read outside it (dead
+// code, such as a view left unread once its readers took a copy of its
+// root) would be a delegate that returns nothing: its calls stay where they
+// are, on the host.
+void DropPartitionsWithoutResults(Method& method) {
+  const std::vector<std::vector<Use>> uses = BuildUses(method);
+  std::map<std::string, bool> read_outside;
+  for (size_t i = 0; i < method.nodes.size(); ++i) {
+    const std::string& tag = method.nodes[i].delegation_tag;
+    if (tag.empty()) continue;
+    bool& read = read_outside[tag];
+    for (const Use& use : uses[i])
+      read |= method.nodes[use.reader].delegation_tag != tag;
+  }
+  for (Node& node : method.nodes)
+    if (!node.delegation_tag.empty() && !read_outside[node.delegation_tag])
+      node.delegation_tag.clear();
+}
+
 void AdoptGetItems(Method& method) {
   for (Node& node : method.nodes) {
     if (node.kind != NodeKind::kGetItem) continue;
@@ -398,6 +491,28 @@ void AdoptProgramData(Method& method, bool adopt_untagged) {
   }
 }
 
+// Every call whose result aliases storage that some node writes in place
+// (in-place operators included): with none of them in a partition, no
+// member aliases written storage, so CutAliases finds nothing.
+void DemoteAliasesOfWrittenStorage(const Method& method,
+                                   const StorageRoots& roots,
+                                   std::vector<char>& demoted) {
+  std::vector<char> written(method.nodes.size(), 0);
+  for (size_t w = 0; w < method.nodes.size(); ++w)
+    for (const ValueId& v : roots.WrittenBy(static_cast<int32_t>(w)))
+      written[roots.RootOf(v).node] = 1;
+  for (size_t i = 0; i < method.nodes.size(); ++i) {
+    const Node& node = method.nodes[i];
+    if (node.kind != NodeKind::kCall && node.kind != NodeKind::kGetItem)
+      continue;
+    const ValueId value{static_cast<int32_t>(i), -1};
+    const ValueId root = roots.RootOf(value);
+    if (root == value || !written[root.node]) continue;
+    demoted[node.kind == NodeKind::kGetItem ? node.getitem_source
+                                            : static_cast<int32_t>(i)] = 1;
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<PassStats> Partition(Program& program,
@@ -414,15 +529,35 @@ absl::StatusOr<PassStats> Partition(Program& program,
       case LowerOptions::Partitioner::kNone:
         for (Node& node : method.nodes) node.delegation_tag.clear();
         continue;
-      case LowerOptions::Partitioner::kByCapability:
-        TagByCapability(
-            method,
-            OperatorFilter(options.backend_operators.For(PartitionBackend(
-                               options, options.partition_target)),
-                           &options.allow_operators, &options.deny_operators));
-        AdoptGetItems(method);
+      case LowerOptions::Partitioner::kByCapability: {
+        const OperatorFilter filter(
+            options.backend_operators.For(
+                PartitionBackend(options, options.partition_target)),
+            &options.allow_operators, &options.deny_operators);
+        const StorageRoots roots(method);
+        // Aliases the partitions would cut stay on the host; grouping again
+        // may cut others. After kMaxRegroupings, every alias of written
+        // storage stays on the host, which cuts none.
+        constexpr int kMaxRegroupings = 4;
+        std::vector<char> demoted(method.nodes.size(), 0);
+        for (int round = 0;; ++round) {
+          TagByCapability(method, filter, roots, demoted);
+          AdoptGetItems(method);
+          DropPartitionsWithoutResults(method);
+          std::vector<int32_t> cut = CutAliases(method, roots);
+          if (cut.empty()) break;
+          if (round == kMaxRegroupings) {
+            DemoteAliasesOfWrittenStorage(method, roots, demoted);
+            TagByCapability(method, filter, roots, demoted);
+            AdoptGetItems(method);
+            DropPartitionsWithoutResults(method);
+            break;
+          }
+          for (int32_t node : cut) demoted[node] = 1;
+        }
         AdoptProgramData(method, /*adopt_untagged=*/true);
         break;
+      }
       case LowerOptions::Partitioner::kByTag: {
         bool any_tag = false;
         for (const Node& node : method.nodes)
@@ -432,6 +567,22 @@ absl::StatusOr<PassStats> Partition(Program& program,
         CheckTaggedNodes(method, roots, GroupsFromTags(method), options,
                          diagnostics);
         AdoptGetItems(method);
+        for (int32_t cut : CutAliases(method, roots)) {
+          const Node& node = method.nodes[cut];
+          const std::string root =
+              method.ValueName(roots.RootOf(ValueId{cut, -1}));
+          diagnostics.Error(
+              codes::kPartitionUnsupported,
+              absl::StrCat(
+                  "'", node.name, "' (", node.target, ") is an alias of '",
+                  root, "' that leaves partition '", node.delegation_tag,
+                  "', and '", root,
+                  "' is written in place outside it afterwards: the delegate "
+                  "would return a copy the write does not reach"),
+              {node.name, root},
+              "leave the view (or in-place operator) untagged: on the host "
+              "it stays an alias");
+        }
         AdoptProgramData(method, /*adopt_untagged=*/false);
         break;
       }

@@ -131,6 +131,16 @@ bool CheckSpec(const TensorSpec& spec, const std::string& subject,
                       nodes);
     sizes_sound = false;
   }
+  // Empty tensors too: their contiguous strides (a 0 counted as 1) are what
+  // normalize_layout and the runtime compute.
+  if (sizes_sound && !ContiguousStridesFit(spec.sizes)) {
+    diagnostics.Error(
+        codes::kSpecOverflow,
+        absl::StrCat("the contiguous strides of ", subject, " (sizes ",
+                     ShapeText(spec.sizes), ") overflow int64"),
+        nodes);
+    sizes_sound = false;
+  }
   // The extent needs sound sizes, strides and dtype (its element size).
   if (sound && sizes_sound && strides_sound &&
       !spec.StorageBytes().has_value()) {

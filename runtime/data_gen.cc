@@ -1,5 +1,6 @@
 #include "runtime/data_gen.h"
 
+#include "runtime/cancel.h"
 #include "runtime/element.h"
 #include "runtime/tensor_view.h"
 
@@ -68,25 +69,27 @@ void StoreGenerated(DType dtype, uint64_t z, std::byte* p) {
 
 }  // namespace
 
-void GenerateTensorData(const TensorSpec& spec, uint64_t seed,
+bool GenerateTensorData(const TensorSpec& spec, uint64_t seed,
                         std::byte* storage) {
   TensorView view = MakeView(storage, spec);
   const int64_t numel = view.numel();
-  if (numel == 0) return;
+  if (numel == 0) return true;
   const int64_t es = view.element_size();
   DimVector index(view.dim(), 0);
+  int64_t offset = 0;  // of element `index`, in elements
   for (int64_t linear = 0; linear < numel; ++linear) {
-    int64_t offset = 0;
-    for (int64_t d = 0; d < view.dim(); ++d)
-      offset += index[d] * view.strides[d];
     StoreGenerated(spec.dtype,
                    SplitMix64At(seed, static_cast<uint64_t>(linear)),
                    view.bytes() + offset * es);
+    if (StopTick()) return false;
     for (int64_t d = view.dim() - 1; d >= 0; --d) {
+      offset += view.strides[d];
       if (++index[d] < view.sizes[d]) break;
+      offset -= view.strides[d] * view.sizes[d];
       index[d] = 0;
     }
   }
+  return true;
 }
 
 }  // namespace ferry

@@ -41,8 +41,9 @@ uint64_t ConstantDataSeed(uint64_t seed, uint64_t constant_seed);
 // Writes the generated value of every element of `spec` into `storage`
 // (host memory holding at least spec.StorageBytes() bytes; storage_offset
 // and strides as the spec says). Bytes the spec does not reach are left as
-// they are.
-void GenerateTensorData(const TensorSpec& spec, uint64_t seed,
+// they are. Polls the calling thread's cancel token (cancel.h, StopTick) and
+// returns false, with the data incomplete, when it says stop.
+bool GenerateTensorData(const TensorSpec& spec, uint64_t seed,
                         std::byte* storage);
 
 }  // namespace ferry

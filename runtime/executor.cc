@@ -108,8 +108,9 @@ std::vector<HostTensor> GenerateUserInputs(const Method& method,
       TensorSpec dense;
       dense.dtype = spec->dtype;
       dense.sizes = spec->sizes;
-      GenerateTensorData(dense, UserInputSeed(seed, method.name, position),
-                         tensor.data.data());
+      (void)GenerateTensorData(dense,
+                               UserInputSeed(seed, method.name, position),
+                               tensor.data.data());
     }
     inputs.push_back(std::move(tensor));
     ++position;
@@ -212,10 +213,10 @@ struct ProgramState {
                          " bytes of data but its spec spans ", *bytes));
       }
       std::memcpy(storage->base, constant->data->data(), *bytes);
-    } else {
-      GenerateTensorData(constant->spec,
-                         ConstantDataSeed(data_seed, constant->seed),
-                         storage->base);
+    } else if (!GenerateTensorData(constant->spec,
+                                   ConstantDataSeed(data_seed, constant->seed),
+                                   storage->base)) {
+      return CheckStop(absl::StrCat("generating constant '", name, "': "));
     }
     host_constants.emplace(name, *storage);
     return *storage;

@@ -73,7 +73,8 @@ struct HostTensor {
 };
 
 // Generated values (data_gen.h) for the USER_INPUT nodes of `method`, in
-// node order.
+// node order. Incomplete when the calling thread's cancel token says stop
+// (check StopRequested() after).
 std::vector<HostTensor> GenerateUserInputs(const Method& method, uint64_t seed);
 
 class Executor {

@@ -83,12 +83,8 @@ TensorView ContiguousView(void* data, DType dtype,
   view.data = data;
   view.dtype = dtype;
   view.sizes.assign(sizes.begin(), sizes.end());
-  view.strides.resize(sizes.size());
-  int64_t running = 1;
-  for (size_t i = sizes.size(); i-- > 0;) {
-    view.strides[i] = running;
-    running *= std::max<int64_t>(sizes[i], 1);
-  }
+  const std::vector<int64_t> strides = ContiguousStrides(sizes);
+  view.strides.assign(strides.begin(), strides.end());
   return view;
 }
 

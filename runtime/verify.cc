@@ -385,6 +385,7 @@ absl::StatusOr<VerifyReport> VerifyUnguarded(const Program& original,
   for (const Method& method : original.methods) {
     if (cancelled()) return absl::CancelledError("verification cancelled");
     std::vector<HostTensor> inputs = GenerateUserInputs(method, options.seed);
+    if (cancelled()) return absl::CancelledError("verification cancelled");
     if (absl::Status given = ApplyGivenInputs(method, options.inputs, inputs);
         !given.ok())
       return given;

@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <fstream>
 #include <future>
+#include <map>
 #include <mutex>
 #include <random>
 #include <sstream>
@@ -49,14 +51,51 @@ absl::Status ToAbsl(const grpc::Status& status) {
   return converted;
 }
 
-// Everything a call needs, shared with calls still in flight after the
-// Client is destroyed.
+// Everything a call needs. The Client owns it and, before it goes, cancels
+// the asynchronous calls still pending and waits until each has finished
+// (PendingCalls): the last reference to a grpc::Channel must not be dropped
+// on one of gRPC's callback threads, since its destructor stops and joins
+// those threads (gRPC 1.51 then uses a freed completion queue and aborts).
 struct Channel {
   ClientOptions options;
   Metadata metadata;  // options.metadata + authorization
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::Compiler::Stub> stub;
   std::atomic<int64_t> attempts{0};
+
+  // The asynchronous calls started and not yet finished.
+  class PendingCalls {
+   public:
+    void Add(const std::shared_ptr<AsyncCall>& call) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      calls_.emplace(call.get(), call);
+    }
+    // The call's last use of the Channel.
+    void Finished(const AsyncCall* call) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      calls_.erase(call);
+      if (calls_.empty()) drained_.notify_all();
+    }
+    void CancelAllAndWait() {
+      std::vector<std::shared_ptr<AsyncCall>> live;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        for (const auto& [raw, weak] : calls_)
+          if (std::shared_ptr<AsyncCall> call = weak.lock())
+            live.push_back(std::move(call));
+      }
+      for (const std::shared_ptr<AsyncCall>& call : live) call->Cancel();
+      live.clear();
+      std::unique_lock<std::mutex> lock(mutex_);
+      drained_.wait(lock, [this] { return calls_.empty(); });
+    }
+
+   private:
+    std::mutex mutex_;
+    std::condition_variable drained_;
+    std::map<const AsyncCall*, std::weak_ptr<AsyncCall>> calls_;
+  };
+  PendingCalls pending;
 
   void Prepare(grpc::ClientContext& context, const CallOptions& call,
                SystemClock::time_point deadline) const {
@@ -127,16 +166,16 @@ absl::StatusOr<Response> CallWithRetries(
 }
 
 // One asynchronous call, across its attempts. Keeps itself alive (through
-// the callbacks it hands to gRPC) until `done` has run.
+// the callbacks it hands to gRPC) until `done` has run; `channel` outlives
+// it until Finish (Channel::PendingCalls).
 template <typename Request, typename Response>
 class AsyncCallState final
     : public AsyncCall,
       public std::enable_shared_from_this<AsyncCallState<Request, Response>> {
  public:
-  AsyncCallState(std::shared_ptr<Channel> channel,
-                 AsyncMethod<Request, Response> method, Request request,
-                 Callback<Response> done, CallOptions call)
-      : channel_(std::move(channel)),
+  AsyncCallState(Channel* channel, AsyncMethod<Request, Response> method,
+                 Request request, Callback<Response> done, CallOptions call)
+      : channel_(channel),
         method_(std::move(method)),
         request_(std::move(request)),
         done_(std::move(done)),
@@ -191,16 +230,25 @@ class AsyncCallState final
                 [self](bool) { self->StartAttempt(); });
   }
 
+  // Runs `done`, then releases the last attempt's context (it holds a
+  // reference to the grpc::Channel) and tells the Channel the call is
+  // finished: the last use of channel_.
   void Complete(absl::StatusOr<Response> result) {
     Callback<Response> done;
+    std::unique_ptr<grpc::ClientContext> context;
     {
       std::lock_guard<std::mutex> lock(mutex_);
+      if (finished_) return;
+      finished_ = true;
       done.swap(done_);
+      context.swap(context_);
     }
     if (done) done(std::move(result));
+    context.reset();
+    channel_->pending.Finished(this);
   }
 
-  const std::shared_ptr<Channel> channel_;
+  Channel* const channel_;
   const AsyncMethod<Request, Response> method_;
   const Request request_;
   Callback<Response> done_;
@@ -213,6 +261,7 @@ class AsyncCallState final
   Response response_;
   int attempt_ = 0;
   bool cancelled_ = false;
+  bool finished_ = false;
 };
 
 // grpc.health.v1 messages, encoded by hand (one field each) so the client
@@ -261,8 +310,9 @@ absl::StatusOr<int> HealthStatus(const grpc::ByteBuffer& buffer) {
 
 class ClientImpl final : public Client {
  public:
-  explicit ClientImpl(std::shared_ptr<Channel> channel)
+  explicit ClientImpl(std::unique_ptr<Channel> channel)
       : channel_(std::move(channel)) {}
+  ~ClientImpl() override { channel_->pending.CancelAllAndWait(); }
 
   absl::StatusOr<v1::LowerResponse> Lower(const v1::LowerRequest& request,
                                           const CallOptions& call) override {
@@ -367,12 +417,14 @@ class ClientImpl final : public Client {
                                         Callback<Response> done,
                                         const CallOptions& call) {
     auto state = std::make_shared<AsyncCallState<Request, Response>>(
-        channel_, std::move(method), std::move(request), std::move(done), call);
+        channel_.get(), std::move(method), std::move(request), std::move(done),
+        call);
+    channel_->pending.Add(state);
     state->StartAttempt();
     return state;
   }
 
-  std::shared_ptr<Channel> channel_;
+  std::unique_ptr<Channel> channel_;
 };
 
 }  // namespace
@@ -402,7 +454,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
         "TlsOptions: certificate files given but TLS is not enabled");
   }
 
-  auto channel = std::make_shared<Channel>();
+  auto channel = std::make_unique<Channel>();
   std::shared_ptr<grpc::ChannelCredentials> credentials;
   if (tls.enabled) {
     grpc::SslCredentialsOptions ssl;

@@ -3,6 +3,8 @@
 // lower (or be refused with the one error the options make possible: an input
 // written on the host under skip_h2d), be idempotent, and compute on the
 // simulated device exactly what eager host execution of the original computes.
+// The same programs go through the capability partitioner too (no tags; it
+// groups what the CUDA backend runs, in-place writes included).
 #include <cstdlib>
 #include <random>
 
@@ -27,7 +29,9 @@ struct Generated {
   bool skip_h2d = false;
 };
 
-Generated Generate(uint32_t seed) {
+// `capability`: no delegation tags; the capability partitioner decides, with
+// a random deny list.
+Generated Generate(uint32_t seed, bool capability) {
   std::mt19937 rng(seed);
   auto pick = [&](int n) { return static_cast<int>(rng() % n); };
   std::string nodes;
@@ -53,6 +57,7 @@ Generated Generate(uint32_t seed) {
     int a = pick(static_cast<int>(values.size()));
     int b = pick(static_cast<int>(values.size()));
     std::string tag = tags[pick(5)];
+    if (capability) tag.clear();
     // Each tagged node is its own partition (singletons are always convex).
     std::string tag_line;
     if (!tag.empty()) {
@@ -131,6 +136,14 @@ Generated Generate(uint32_t seed) {
   Generated g;
   g.skip_h2d = pick(3) == 0;
   std::string options = targets;
+  if (capability) {
+    options = "partitioner { kind: BY_CAPABILITY";
+    if (pick(3) == 0)
+      absl::StrAppend(&options, " deny_operators: 'aten::relu_'");
+    if (pick(3) == 0)
+      absl::StrAppend(&options, " deny_operators: 'aten::add.Tensor'");
+    absl::StrAppend(&options, " }");
+  }
   if (g.skip_h2d)
     absl::StrAppend(&options,
                     " skip_h2d_for_method_inputs { default_value: true }");
@@ -142,13 +155,16 @@ Generated Generate(uint32_t seed) {
   return g;
 }
 
-TEST(RandomPrograms, LowerIdempotentlyAndMatchEagerOnSim) {
+class RandomPrograms : public ::testing::TestWithParam<bool> {};
+
+TEST_P(RandomPrograms, LowerIdempotentlyAndMatchEagerOnSim) {
+  const bool capability = GetParam();
   int lowered = 0, refused = 0;
   // FERRY_RANDOM_SEEDS=N runs more programs (300 in the suite).
   const char* env = std::getenv("FERRY_RANDOM_SEEDS");
   const uint32_t seeds = env ? static_cast<uint32_t>(std::atoi(env)) : 300;
   for (uint32_t seed = 0; seed < seeds; ++seed) {
-    Generated g = Generate(seed);
+    Generated g = Generate(seed, capability);
     v1::LowerRequest request;
     ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(g.text, &request))
         << g.text;
@@ -196,6 +212,11 @@ TEST(RandomPrograms, LowerIdempotentlyAndMatchEagerOnSim) {
   RecordProperty("lowered", lowered);
   RecordProperty("refused", refused);
 }
+
+INSTANTIATE_TEST_SUITE_P(Partitioners, RandomPrograms, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "ByCapability" : "ByTag";
+                         });
 
 }  // namespace
 }  // namespace ferry

@@ -75,6 +75,79 @@ TEST(Capability, DeniedInPlaceOperatorStaysOnHostBetweenPartitions) {
   EXPECT_EQ(ArgsOf(m, "delegate_partition_1"), "t_to_cuda0_v1");
 }
 
+// relu_ of a method input: a delegate cannot write its input, so the write
+// stays on the host and the output is the written value (a fuzz finding:
+// the partition swallowed the write and the output was the unwritten input).
+TEST(Capability, InPlaceWriteOfAMethodInputStaysOnHost) {
+  Program p = ParseProgram(MethodText(
+      "f", Input("t") + Call("r", "aten::relu_", {"t"}) + Output({"t"})));
+  Diagnostics d;
+  ASSERT_TRUE(Partition(p, ParseOptions(kCapability, p), d).ok());
+  EXPECT_FALSE(d.HasErrors());
+  EXPECT_EQ(Tag(p, "r"), "");
+}
+
+// sin on the device, a host reader of t, then relu_(t): relu_ must follow the
+// host reader, so it cannot join partition_0, and a new partition would
+// write t, its input. It stays on the host; cos opens a new partition.
+TEST(Capability, InPlaceWriteAfterAHostReaderStaysOnHost) {
+  Program p = ParseProgram(MethodText(
+      "f", Input("a") + Call("t", "aten::sin", {"a"}) +
+               Call("h", "aten::neg", {"t"}) + Call("r", "aten::relu_", {"t"}) +
+               Call("u", "aten::cos", {"t"}) + Output({"u", "h"})));
+  LowerOptions options = ParseOptions(
+      "partitioner { kind: BY_CAPABILITY deny_operators: 'aten::neg' }", p);
+  Diagnostics d;
+  ASSERT_TRUE(Partition(p, options, d).ok());
+  EXPECT_FALSE(d.HasErrors());
+  EXPECT_EQ(Tag(p, "t"), "partition_0");
+  EXPECT_EQ(Tag(p, "h"), "");
+  EXPECT_EQ(Tag(p, "r"), "");
+  EXPECT_EQ(Tag(p, "u"), "partition_1");
+}
+
+// A view made inside a partition and read outside it would leave as a copy;
+// a later host write of its storage would not reach the copy. With relu_
+// denied (host), the view stays on the host, an alias of the delegate's t.
+std::string ViewOfStorageWrittenLater(const std::string& tag) {
+  return MethodText(
+      "f", Input("a") + Call("t", "aten::sin", {"a"}, tag) +
+               "nodes { name: 'v' call { op: 'aten::transpose.int' args { "
+               "value: 't' } args { int_value: 0 } args { int_value: 1 } } "
+               "tensor { dtype: F32 sizes: [4, 4] strides: [1, 4] } " +
+               (tag.empty() ? "" : "delegation_tag: '" + tag + "' ") + "} " +
+               Call("r", "aten::relu_", {"t"}) + Output({"v"}));
+}
+
+TEST(Capability, AliasReadOutsideItsPartitionOfStorageWrittenLaterStaysOnHost) {
+  Program p = ParseProgram(ViewOfStorageWrittenLater(""));
+  LowerOptions options = ParseOptions(
+      "partitioner { kind: BY_CAPABILITY deny_operators: 'aten::relu_' }", p);
+  Diagnostics d;
+  ASSERT_TRUE(Partition(p, options, d).ok());
+  EXPECT_FALSE(d.HasErrors());
+  EXPECT_EQ(Tag(p, "t"), "partition_0");
+  EXPECT_EQ(Tag(p, "v"), "");
+  EXPECT_EQ(Tag(p, "r"), "");
+}
+
+TEST(Capability, TaggedAliasOfStorageWrittenLaterIsAnError) {
+  Program p = ParseProgram(ViewOfStorageWrittenLater("p"));
+  Diagnostics d;
+  ASSERT_TRUE(Partition(p,
+                        ParseOptions("partitioner { tag_targets { key: 'p' "
+                                     "value: 'cuda:0' } }",
+                                     p),
+                        d)
+                  .ok());
+  ASSERT_EQ(d.error_count(), 1) << FormatDiagnosticsText(d, "test");
+  for (const Diagnostic& item : d.items()) {
+    if (item.severity != Severity::kError) continue;
+    EXPECT_EQ(item.code, codes::kPartitionUnsupported);
+    EXPECT_EQ(item.nodes[0], "v");
+  }
+}
+
 TEST(Capability, AllowListClaimsOnlyThoseOperators) {
   Program p = ParseProgram(InPlaceBetweenOps());
   LowerOptions options = ParseOptions(

@@ -8,6 +8,7 @@
 
 #include <chrono>
 
+#include "runtime/data_gen.h"
 #include "runtime/executor.h"
 #include "runtime/verify.h"
 #include "tests/runtime/test_util.h"
@@ -94,6 +95,27 @@ TEST(KernelCancelTest, ElementwiseLoopsGiveUpPartWay) {
                     {&out});
   }
   EXPECT_EQ(Values(out.view).back(), 0) << "the whole loop ran";
+}
+
+// Generated data (inputs, constants without data) stops with the token: a
+// fuzzed program with a 16 MiB input held verification past its deadline.
+TEST(KernelCancelTest, DataGenerationGivesUpPartWay) {
+  TensorSpec spec;
+  spec.dtype = DType::kI64;
+  spec.sizes = {int64_t{1} << 20};
+  std::vector<int64_t> data(spec.sizes[0], 0);
+  auto* bytes = reinterpret_cast<std::byte*>(data.data());
+  CancelToken token;
+  token.Cancel(StopReason::kDeadlineExceeded);
+  {
+    CancelScope scope(&token);
+    EXPECT_FALSE(GenerateTensorData(spec, 3, bytes));
+  }
+  EXPECT_EQ(data.back(), 0) << "the whole tensor was generated";
+  EXPECT_TRUE(GenerateTensorData(spec, 3, bytes));  // no token: all of it
+  int64_t nonzero = 0;
+  for (int64_t v : data) nonzero += v != 0;
+  EXPECT_GT(nonzero, spec.sizes[0] / 2);
 }
 
 Program MatmulProgram(const std::string& dtype, int64_t n) {

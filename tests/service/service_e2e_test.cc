@@ -764,6 +764,32 @@ TEST(ServiceTest, FullQueueIsResourceExhaustedWithRetryInfo) {
   EXPECT_TRUE(queued.get_future().get().ok());
 }
 
+// Destroying a Client with a call in flight cancels it and returns only once
+// its callback has run: no callback runs later, and the channel is not
+// released on a gRPC thread (which aborted at exit, now and then).
+TEST(ServiceTest, DestroyingTheClientCancelsPendingCallsAndWaits) {
+  JobGate gate;
+  ServerHooks hooks;
+  hooks.before_job = gate.Hook();
+  auto server = StartServer(LoopbackConfig(), hooks);
+  ASSERT_NE(server, nullptr);
+  auto client = Connect(server->address());
+  std::atomic<int> callbacks{0};
+  absl::StatusCode code = absl::StatusCode::kOk;
+  std::shared_ptr<AsyncCall> handle = client->LowerAsync(
+      TinyRequest(), [&](absl::StatusOr<v1::LowerResponse> r) {
+        code = r.status().code();
+        ++callbacks;
+      });
+  ASSERT_TRUE(gate.WaitForArrivals(1));
+  client.reset();
+  EXPECT_EQ(callbacks.load(), 1);
+  EXPECT_EQ(code, absl::StatusCode::kCancelled);
+  handle->Cancel();  // the handle outlives the client harmlessly
+  gate.Open();
+  EXPECT_EQ(callbacks.load(), 1);
+}
+
 TEST(ServiceTest, DeadlineThatPassesWhileQueuedIsDeadlineExceeded) {
   JobGate gate;
   ServerHooks hooks;

@@ -438,6 +438,14 @@ TEST(ValidateTest, OverflowingElementCountAndExtent) {
   EXPECT_EQ(d.code, codes::kSpecOverflow);
   EXPECT_EQ(FirstNode(d), "x");
   EXPECT_THAT(d.message, HasSubstr("the storage 'x' spans"));
+  // Empty (0 elements), but its contiguous strides overflow.
+  d = Only(ValidateText(
+      Forward(Input("x", "dtype: F32 sizes: [0, 3, 4611686018427387904]") +
+              Output("x"))));
+  EXPECT_EQ(d.code, codes::kSpecOverflow);
+  EXPECT_EQ(d.message,
+            "the contiguous strides of 'x' (sizes [0,3,4611686018427387904]) "
+            "overflow int64");
 }
 
 TEST(ValidateTest, ConstantDataOfTheWrongSize) {

@@ -123,7 +123,9 @@ class Client {
       const CallOptions& call = {}) = 0;
 
   // Asynchronous forms: `done` runs exactly once, on a gRPC thread. The
-  // request is copied. The returned handle may be dropped.
+  // request is copied. The returned handle may be dropped. Destroying the
+  // Client cancels the calls still pending and waits until their `done` has
+  // returned (so it must not be destroyed from inside a `done`).
   virtual std::shared_ptr<AsyncCall> LowerAsync(
       v1::LowerRequest request, Callback<v1::LowerResponse> done,
       const CallOptions& call = {}) = 0;
