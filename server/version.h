@@ -7,7 +7,7 @@
 namespace ferry {
 
 // Bump on any change that can alter a lowered program or its diagnostics.
-inline constexpr char kCompilerVersion[] = "ferry-0.2.0";
+inline constexpr char kCompilerVersion[] = "ferry-0.2.1";
 // Semantic version of the ferry.v1 wire API (proto/ferry/v1/compiler.proto).
 inline constexpr char kApiVersion[] = "1.0.0";
 
