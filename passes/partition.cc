@@ -261,14 +261,14 @@ void TagByCapability(Method& method, const OperatorFilter& filter,
       group[i] = open;
       continue;
     }
+    const bool opens = open == kNoGroup || reads_tainted;
     if (lowerable) {
-      const bool opens = open == kNoGroup || reads_tainted;
       for (const ValueId& written : roots.WrittenBy(static_cast<int32_t>(i)))
         if (opens || group[roots.RootOf(written).node] != open)
           lowerable = false;
     }
     if (lowerable) {
-      if (open == kNoGroup || reads_tainted) open = next++;
+      if (opens) open = next++;
       group[i] = open;
       continue;
     }
@@ -279,7 +279,6 @@ void TagByCapability(Method& method, const OperatorFilter& filter,
       method.nodes[i].delegation_tag = absl::StrCat("partition_", group[i]);
 }
 
-// Tags getitems whose source is tagged, so tuple results stay whole.
 // Aliases that a delegate boundary would cut. A delegate's results are
 // fresh storage, so a member whose result aliases storage R (a view, an
 // in-place result, a getitem of either) and that is read outside its
@@ -297,15 +296,9 @@ void TagByCapability(Method& method, const OperatorFilter& filter,
 std::vector<int32_t> CutAliases(const Method& method,
                                 const StorageRoots& roots) {
   const int32_t n = static_cast<int32_t>(method.nodes.size());
-  std::map<std::string, int32_t> ids;
-  std::vector<int32_t> group(n, kNoGroup);
-  for (int32_t i = 0; i < n; ++i) {
-    const std::string& tag = method.nodes[i].delegation_tag;
-    if (!tag.empty())
-      group[i] =
-          ids.emplace(tag, static_cast<int32_t>(ids.size())).first->second;
-  }
-  if (ids.empty()) return {};
+  const Groups groups = GroupsFromTags(method);
+  if (groups.tags.empty()) return {};
+  const std::vector<int32_t>& group = groups.of;
   // Per root node: its writers.
   std::map<int32_t, std::vector<int32_t>> writers_of;
   for (int32_t w = 0; w < n; ++w)
@@ -353,6 +346,7 @@ void DropPartitionsWithoutResults(Method& method) {
       node.delegation_tag.clear();
 }
 
+// Tags getitems whose source is tagged, so tuple results stay whole.
 void AdoptGetItems(Method& method) {
   for (Node& node : method.nodes) {
     if (node.kind != NodeKind::kGetItem) continue;
@@ -544,16 +538,13 @@ absl::StatusOr<PassStats> Partition(Program& program,
           TagByCapability(method, filter, roots, demoted);
           AdoptGetItems(method);
           DropPartitionsWithoutResults(method);
-          std::vector<int32_t> cut = CutAliases(method, roots);
+          if (round > kMaxRegroupings) break;  // after the fallback
+          const std::vector<int32_t> cut = CutAliases(method, roots);
           if (cut.empty()) break;
-          if (round == kMaxRegroupings) {
+          if (round == kMaxRegroupings)
             DemoteAliasesOfWrittenStorage(method, roots, demoted);
-            TagByCapability(method, filter, roots, demoted);
-            AdoptGetItems(method);
-            DropPartitionsWithoutResults(method);
-            break;
-          }
-          for (int32_t node : cut) demoted[node] = 1;
+          else
+            for (int32_t node : cut) demoted[node] = 1;
         }
         AdoptProgramData(method, /*adopt_untagged=*/true);
         break;

@@ -32,6 +32,13 @@ std::string ArgsOf(const Method& m, const std::string& name) {
   return s;
 }
 
+// Partitions `p` with the options in text form; fails the test on errors.
+void PartitionCleanly(Program& p, const std::string& options) {
+  Diagnostics d;
+  ASSERT_TRUE(Partition(p, ParseOptions(options, p), d).ok());
+  EXPECT_FALSE(d.HasErrors()) << FormatDiagnosticsText(d, "test");
+}
+
 // sin -> relu_ (in place) -> cos: the residual-block shape of a CNN.
 std::string InPlaceBetweenOps() {
   return MethodText("f", Input("a") + Call("t", "aten::sin", {"a"}) +
@@ -81,9 +88,7 @@ TEST(Capability, DeniedInPlaceOperatorStaysOnHostBetweenPartitions) {
 TEST(Capability, InPlaceWriteOfAMethodInputStaysOnHost) {
   Program p = ParseProgram(MethodText(
       "f", Input("t") + Call("r", "aten::relu_", {"t"}) + Output({"t"})));
-  Diagnostics d;
-  ASSERT_TRUE(Partition(p, ParseOptions(kCapability, p), d).ok());
-  EXPECT_FALSE(d.HasErrors());
+  PartitionCleanly(p, kCapability);
   EXPECT_EQ(Tag(p, "r"), "");
 }
 
@@ -95,11 +100,8 @@ TEST(Capability, InPlaceWriteAfterAHostReaderStaysOnHost) {
       "f", Input("a") + Call("t", "aten::sin", {"a"}) +
                Call("h", "aten::neg", {"t"}) + Call("r", "aten::relu_", {"t"}) +
                Call("u", "aten::cos", {"t"}) + Output({"u", "h"})));
-  LowerOptions options = ParseOptions(
-      "partitioner { kind: BY_CAPABILITY deny_operators: 'aten::neg' }", p);
-  Diagnostics d;
-  ASSERT_TRUE(Partition(p, options, d).ok());
-  EXPECT_FALSE(d.HasErrors());
+  PartitionCleanly(
+      p, "partitioner { kind: BY_CAPABILITY deny_operators: 'aten::neg' }");
   EXPECT_EQ(Tag(p, "t"), "partition_0");
   EXPECT_EQ(Tag(p, "h"), "");
   EXPECT_EQ(Tag(p, "r"), "");
@@ -121,11 +123,8 @@ std::string ViewOfStorageWrittenLater(const std::string& tag) {
 
 TEST(Capability, AliasReadOutsideItsPartitionOfStorageWrittenLaterStaysOnHost) {
   Program p = ParseProgram(ViewOfStorageWrittenLater(""));
-  LowerOptions options = ParseOptions(
-      "partitioner { kind: BY_CAPABILITY deny_operators: 'aten::relu_' }", p);
-  Diagnostics d;
-  ASSERT_TRUE(Partition(p, options, d).ok());
-  EXPECT_FALSE(d.HasErrors());
+  PartitionCleanly(
+      p, "partitioner { kind: BY_CAPABILITY deny_operators: 'aten::relu_' }");
   EXPECT_EQ(Tag(p, "t"), "partition_0");
   EXPECT_EQ(Tag(p, "v"), "");
   EXPECT_EQ(Tag(p, "r"), "");
