@@ -92,17 +92,18 @@ absl::StatusOr<Device> ParseTargetDevice(std::string_view text) {
     bool digits = !index_text.empty() &&
                   std::all_of(index_text.begin(), index_text.end(),
                               [](char c) { return c >= '0' && c <= '9'; });
-    if (!digits || !absl::SimpleAtoi(std::string(index_text), &index) || index < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "device index '", std::string(index_text), "' in '", std::string(text),
-          "' is not a non-negative integer"));
+    if (!digits || !absl::SimpleAtoi(std::string(index_text), &index) ||
+        index < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("device index '", std::string(index_text), "' in '",
+                       std::string(text), "' is not a non-negative integer"));
     }
   }
   if (type == "cpu") return Device::Cpu();
   if (type == "cuda") return Device::Cuda(index);
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown device type '", std::string(type), "' in '", std::string(text),
-                   "' (valid types: cpu, cuda)"));
+      absl::StrCat("unknown device type '", std::string(type), "' in '",
+                   std::string(text), "' (valid types: cpu, cuda)"));
 }
 
 std::vector<int64_t> ContiguousStrides(std::span<const int64_t> sizes) {
@@ -272,8 +273,7 @@ const TensorSpec* Node::Spec(int32_t element) const {
 }
 
 TensorSpec* Node::MutableSpec(int32_t element) {
-  return const_cast<TensorSpec*>(
-      static_cast<const Node*>(this)->Spec(element));
+  return const_cast<TensorSpec*>(static_cast<const Node*>(this)->Spec(element));
 }
 
 std::string Method::ValueName(ValueId v) const {

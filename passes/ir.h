@@ -229,8 +229,8 @@ struct Node {
   int32_t getitem_index = 0;
 
   ResultKind result = ResultKind::kNone;
-  TensorSpec tensor;               // kTensor
-  std::vector<TensorSpec> tuple;   // kTuple
+  TensorSpec tensor;                         // kTensor
+  std::vector<TensorSpec> tuple;             // kTuple
   ScalarType scalar = ScalarType::kInvalid;  // kScalar
 
   std::string delegation_tag;

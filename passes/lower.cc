@@ -44,9 +44,9 @@ TensorSpec LayoutOnly(const TensorSpec& spec) {
 
 struct Group {
   std::string tag;
-  std::vector<int32_t> members;   // node order
-  std::vector<ValueId> inputs;    // read from outside, first-read order
-  std::vector<ValueId> outputs;   // read outside, (node, element) order
+  std::vector<int32_t> members;  // node order
+  std::vector<ValueId> inputs;   // read from outside, first-read order
+  std::vector<ValueId> outputs;  // read outside, (node, element) order
   int32_t last_member = -1;
 };
 
@@ -87,7 +87,8 @@ std::vector<Group> CollectGroups(const Method& method,
   return groups;
 }
 
-std::string UniqueName(std::string base, absl::flat_hash_set<std::string>& used) {
+std::string UniqueName(std::string base,
+                       absl::flat_hash_set<std::string>& used) {
   std::string name = base;
   for (int k = 1; !used.insert(name).second; ++k)
     name = absl::StrCat(base, "_", k);
@@ -133,7 +134,8 @@ LoweredModule BuildModule(const Method& method, const Group& group,
       node.kind = NodeKind::kConstant;
       node.input_kind = InputKind::kInvalid;
     }
-    if (node.result == ResultKind::kTensor) node.tensor = LayoutOnly(old.tensor);
+    if (node.result == ResultKind::kTensor)
+      node.tensor = LayoutOnly(old.tensor);
     for (TensorSpec& s : node.tuple) s = LayoutOnly(s);
     ForEachOperandMutable(node, [&](ValueId& v) {
       // An external value (whole or element) maps to its input node; an
@@ -144,7 +146,8 @@ LoweredModule BuildModule(const Method& method, const Group& group,
       }
       v = ValueId{remap.at(ValueId{v.node, -1}).node, v.element};
     });
-    remap[ValueId{m, -1}] = ValueId{static_cast<int32_t>(graph.nodes.size()), -1};
+    remap[ValueId{m, -1}] =
+        ValueId{static_cast<int32_t>(graph.nodes.size()), -1};
     graph.nodes.push_back(std::move(node));
   }
   Node output;
@@ -189,7 +192,7 @@ absl::StatusOr<PassStats> LowerPartitions(Program& program,
     std::vector<Item> items;
     std::vector<int32_t> item_of(method.nodes.size(), -1);
     std::map<ValueId, int32_t> getitem_of;  // exported old value -> item
-    std::vector<Item> group_items;           // delegates and getitems
+    std::vector<Item> group_items;          // delegates and getitems
     std::vector<int32_t> delegate_of_group(groups.size());
     for (size_t g = 0; g < groups.size(); ++g) {
       const Group& group = groups[g];
@@ -198,8 +201,8 @@ absl::StatusOr<PassStats> LowerPartitions(Program& program,
                                ? target_it->second
                                : options.partition_target;
       std::string backend = PartitionBackend(options, target);
-      std::string id = UniqueName(absl::StrCat(method.name, ".", group.tag),
-                                  module_ids);
+      std::string id =
+          UniqueName(absl::StrCat(method.name, ".", group.tag), module_ids);
       program.modules.push_back(
           BuildModule(method, group, id, target, backend));
       Item delegate;
@@ -230,7 +233,8 @@ absl::StatusOr<PassStats> LowerPartitions(Program& program,
         getitem.node.source = method.nodes[v.node].source;
         getitem.position = group.last_member;
         getitem.operands_are_items = true;
-        getitem_of[v] = static_cast<int32_t>(group_items.size());  // offset below
+        getitem_of[v] =
+            static_cast<int32_t>(group_items.size());  // offset below
         group_items.push_back(std::move(getitem));
       }
       ++lowered;
@@ -253,13 +257,14 @@ absl::StatusOr<PassStats> LowerPartitions(Program& program,
     // for its delegate).
     std::vector<std::vector<int32_t>> item_effects(items.size());
     for (int32_t i = 0; i < static_cast<int32_t>(method.nodes.size()); ++i) {
-      const int32_t item = group_of[i] == -1
-                               ? item_of[i]
-                               : first_group_item + delegate_of_group[group_of[i]];
+      const int32_t item =
+          group_of[i] == -1 ? item_of[i]
+                            : first_group_item + delegate_of_group[group_of[i]];
       for (int32_t d : effects[i]) {
-        const int32_t dep = group_of[d] == -1
-                                ? item_of[d]
-                                : first_group_item + delegate_of_group[group_of[d]];
+        const int32_t dep =
+            group_of[d] == -1
+                ? item_of[d]
+                : first_group_item + delegate_of_group[group_of[d]];
         if (dep != item) item_effects[item].push_back(dep);
       }
     }
@@ -308,9 +313,8 @@ absl::StatusOr<PassStats> LowerPartitions(Program& program,
     }
     FERRY_RET_CHECK(static_cast<int32_t>(nodes.size()) == count);
     for (Node& node : nodes)
-      ForEachOperandMutable(node, [&](ValueId& v) {
-        v.node = final_index[v.node];
-      });
+      ForEachOperandMutable(node,
+                            [&](ValueId& v) { v.node = final_index[v.node]; });
     method.nodes = std::move(nodes);
   }
   stats.Add("delegates_created", lowered);

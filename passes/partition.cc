@@ -77,7 +77,8 @@ bool IsLowerableCall(const Node& node) {
   const OpInfo* info = RegistryOperator(node);
   if (!info || info->metadata_only) return false;
   if (node.target == kH2DCopyOp || node.target == kD2HCopyOp) return false;
-  return node.result == ResultKind::kTensor || node.result == ResultKind::kTuple;
+  return node.result == ResultKind::kTensor ||
+         node.result == ResultKind::kTuple;
 }
 
 namespace {
@@ -256,7 +257,8 @@ void TagByCapability(Method& method, const OperatorFilter& filter,
     };
     ForEachOperand(node, [&](const ValueId& v) { depend(v.node); });
     for (int32_t d : effects[i]) depend(d);
-    if (node.kind == NodeKind::kGetItem && group[node.getitem_source] != kNoGroup &&
+    if (node.kind == NodeKind::kGetItem &&
+        group[node.getitem_source] != kNoGroup &&
         group[node.getitem_source] == open) {
       group[i] = open;
       continue;
@@ -436,8 +438,7 @@ void CheckConvex(const Method& method, const Groups& groups,
   std::vector<char> reported(g, 0);
   for (int32_t i = 0; i < n; ++i) {
     const int32_t own = groups.of[i];
-    if (own == kNoGroup || reported[own] ||
-        component_size[component[own]] == 1)
+    if (own == kNoGroup || reported[own] || component_size[component[own]] == 1)
       continue;
     bool closes = false;
     for_each_dependency(i, [&](int32_t d) {

@@ -15,7 +15,8 @@
 // itself ("partition_0", ...), taking in the program data only they read.
 // BY_TAG refuses a tag on an operator its backend does not run (E0702).
 // A call carrying a schema that differs from the registry's for its name
-// stays a custom operator (warning FERRY-W0703). Delegates already in the program are never touched.
+// stays a custom operator (warning FERRY-W0703). Delegates already in the
+// program are never touched.
 #ifndef FERRY_PASSES_PARTITION_H_
 #define FERRY_PASSES_PARTITION_H_
 

@@ -43,10 +43,11 @@ LowerOptions::MethodFlag ResolveFlag(const v1::MethodFlag& proto,
     bool exists = false;
     for (const Method& m : program.methods) exists |= m.name == name;
     if (!exists)
-      diagnostics.Warning(codes::kUnknownMethodOverride,
-                          absl::StrCat(std::string(option), " names method '", name,
-                                       "', which the program does not have"),
-                          {}, "check the method name");
+      diagnostics.Warning(
+          codes::kUnknownMethodOverride,
+          absl::StrCat(std::string(option), " names method '", name,
+                       "', which the program does not have"),
+          {}, "check the method name");
     flag.per_method.emplace_back(name, value);
   }
   return flag;
@@ -102,10 +103,11 @@ LowerOptions ResolveOptions(const v1::LowerOptions& proto,
       options.constant_staging_at_load = true;
       break;
     default:
-      diagnostics.Error(codes::kBadOption,
-                        absl::StrCat("unknown constant_staging value ",
-                                     static_cast<int>(proto.constant_staging())),
-                        {}, "use PER_CALL or AT_LOAD");
+      diagnostics.Error(
+          codes::kBadOption,
+          absl::StrCat("unknown constant_staging value ",
+                       static_cast<int>(proto.constant_staging())),
+          {}, "use PER_CALL or AT_LOAD");
   }
   if (!options.enable_non_cpu_memory_planning &&
       (AnySet(options.skip_h2d_for_method_inputs) ||
@@ -127,18 +129,19 @@ LowerOptions ResolveOptions(const v1::LowerOptions& proto,
       options.partitioner = LowerOptions::Partitioner::kNone;
       break;
     default:
-      diagnostics.Error(codes::kBadOption,
-                        absl::StrCat("unknown partitioner kind ",
-                                     static_cast<int>(p.kind())),
-                        {}, "use BY_TAG, BY_CAPABILITY or NONE");
+      diagnostics.Error(
+          codes::kBadOption,
+          absl::StrCat("unknown partitioner kind ", static_cast<int>(p.kind())),
+          {}, "use BY_TAG, BY_CAPABILITY or NONE");
   }
   if (!p.target_device().empty()) options.partition_target = p.target_device();
   auto check_target = [&](const std::string& text, std::string_view what) {
     absl::StatusOr<Device> d = ParseTargetDevice(text);
     if (!d.ok())
-      diagnostics.Error(codes::kBadOption,
-                        absl::StrCat(std::string(what), ": ", d.status().message()), {},
-                        "devices are written 'cuda:N' or 'cpu'");
+      diagnostics.Error(
+          codes::kBadOption,
+          absl::StrCat(std::string(what), ": ", d.status().message()), {},
+          "devices are written 'cuda:N' or 'cpu'");
   };
   check_target(options.partition_target, "partitioner.target_device");
   std::map<std::string, std::string> tags(p.tag_targets().begin(),
@@ -154,11 +157,12 @@ LowerOptions ResolveOptions(const v1::LowerOptions& proto,
     for (const std::string& name : names) {
       const OpInfo* info = LookupOp(name);
       if (info == nullptr) {
-        diagnostics.Error(codes::kBadOption,
-                          absl::StrCat(std::string(what), ": unknown operator '",
-                                       name, "'"),
-                          {}, "name registered operators, e.g. 'aten::relu_' "
-                              "(docs/operators.md)");
+        diagnostics.Error(
+            codes::kBadOption,
+            absl::StrCat(std::string(what), ": unknown operator '", name, "'"),
+            {},
+            "name registered operators, e.g. 'aten::relu_' "
+            "(docs/operators.md)");
         continue;
       }
       out.push_back(info->schema->QualifiedName());
@@ -203,8 +207,8 @@ LowerStats CountStats(const Program& program) {
       }
     }
     for (const Arena& arena : method.arenas)
-      stats.arenas.push_back(
-          ArenaSummary{method.name, arena.device, arena.size, arena.lower_bound});
+      stats.arenas.push_back(ArenaSummary{method.name, arena.device, arena.size,
+                                          arena.lower_bound});
   }
   stats.delegates_per_device.assign(per_device.begin(), per_device.end());
   return stats;
@@ -223,10 +227,9 @@ absl::StatusOr<LowerResult> LowerUnguarded(const v1::LowerRequest& request,
     auto start = Clock::now();
     auto r = fn();
     timings.push_back(PassTiming{
-        std::move(name),
-        std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() -
-                                                              start)
-            .count()});
+        std::move(name), std::chrono::duration_cast<std::chrono::microseconds>(
+                             Clock::now() - start)
+                             .count()});
     return r;
   };
   Program program = timed("import", [&] {
@@ -243,9 +246,8 @@ absl::StatusOr<LowerResult> LowerUnguarded(const v1::LowerRequest& request,
   LowerOptions options =
       ResolveOptions(request.options(), program, result.diagnostics);
   if (result.diagnostics.HasErrors()) return finish(false);
-  bool valid = timed("validate", [&] {
-    return ValidateProgram(program, result.diagnostics);
-  });
+  bool valid = timed(
+      "validate", [&] { return ValidateProgram(program, result.diagnostics); });
   if (!valid) return finish(false);
   // The resource model (resource_limits.h): passes check what they would
   // allocate against these before allocating it.
@@ -319,8 +321,8 @@ std::string ReportJson(const LowerResult& result) {
       ",\"delegates\":", s.delegates, ",\"delegates_per_device\":{");
   for (size_t i = 0; i < s.delegates_per_device.size(); ++i)
     absl::StrAppend(&out, i ? "," : "", "\"",
-                    JsonEscape(s.delegates_per_device[i].first), "\":",
-                    s.delegates_per_device[i].second);
+                    JsonEscape(s.delegates_per_device[i].first),
+                    "\":", s.delegates_per_device[i].second);
   absl::StrAppend(&out, "},\"arenas\":[");
   for (size_t i = 0; i < s.arenas.size(); ++i) {
     const ArenaSummary& a = s.arenas[i];
@@ -351,8 +353,8 @@ std::string ReportText(const LowerResult& result, std::string_view file) {
       absl::StrAppend(&out, ")");
     }
     absl::StrAppend(&out, "\n  copies per call: ", s.h2d_copies, " H2D (",
-                    Bytes(s.h2d_bytes_per_call), "), ", s.d2h_copies,
-                    " D2H (", Bytes(s.d2h_bytes_per_call), ")");
+                    Bytes(s.h2d_bytes_per_call), "), ", s.d2h_copies, " D2H (",
+                    Bytes(s.d2h_bytes_per_call), ")");
     if (s.load_time_copies)
       absl::StrAppend(&out, "; ", s.load_time_copies, " at load");
     for (const ArenaSummary& a : s.arenas)

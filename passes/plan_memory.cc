@@ -52,7 +52,8 @@ class ValueSlots {
  public:
   explicit ValueSlots(const Method& method) : base_(method.nodes.size() + 1) {
     for (size_t i = 0; i < method.nodes.size(); ++i)
-      base_[i + 1] = base_[i] + 1 + static_cast<int32_t>(method.nodes[i].tuple.size());
+      base_[i + 1] =
+          base_[i] + 1 + static_cast<int32_t>(method.nodes[i].tuple.size());
   }
   int32_t Of(ValueId v) const { return base_[v.node] + 1 + v.element; }
   int32_t size() const { return base_.back(); }
@@ -104,8 +105,8 @@ std::vector<Block> CollectBlocks(const Method& method,
     }
     Block b;
     b.root = v;
-    b.device = options.enable_non_cpu_memory_planning ? spec.device
-                                                      : Device::Cpu();
+    b.device =
+        options.enable_non_cpu_memory_planning ? spec.device : Device::Cpu();
     b.size = AlignUp(*bytes);
     b.first = graph_input ? 0 : i;
     b.last = std::max(last_use[slots.Of(v)], b.first);
@@ -236,9 +237,10 @@ absl::StatusOr<PassStats> PlanMemory(Program& program,
     const int32_t count = static_cast<int32_t>(blocks.size());
     std::vector<int32_t> by_first(count), by_last(count);
     for (int32_t k = 0; k < count; ++k) by_first[k] = by_last[k] = k;
-    std::stable_sort(by_first.begin(), by_first.end(), [&](int32_t x, int32_t y) {
-      return blocks[x].first < blocks[y].first;
-    });
+    std::stable_sort(by_first.begin(), by_first.end(),
+                     [&](int32_t x, int32_t y) {
+                       return blocks[x].first < blocks[y].first;
+                     });
     std::stable_sort(by_last.begin(), by_last.end(), [&](int32_t x, int32_t y) {
       return blocks[x].last < blocks[y].last;
     });

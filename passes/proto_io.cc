@@ -51,8 +51,9 @@ class SpecImporter {
     if (s.dtype == DType::kInvalid)
       diagnostics_.Error(codes::kBadDType,
                          absl::StrCat("invalid dtype (", p.dtype(), ")"),
-                         {where}, "use one of F32, F16, BF16, F64, I8, U8, "
-                                  "I16, I32, I64, BOOL");
+                         {where},
+                         "use one of F32, F16, BF16, F64, I8, U8, "
+                         "I16, I32, I64, BOOL");
     s.sizes.assign(p.sizes().begin(), p.sizes().end());
     s.strides.assign(p.strides().begin(), p.strides().end());
     s.storage_offset = p.storage_offset();
@@ -80,14 +81,14 @@ class SpecImporter {
     }
     if (type == "cuda") {
       if (p.index() < 0)
-        diagnostics_.Error(
-            codes::kBadDevice,
-            absl::StrCat("negative device index ", p.index()), {where});
+        diagnostics_.Error(codes::kBadDevice,
+                           absl::StrCat("negative device index ", p.index()),
+                           {where});
       return Device::Cuda(p.index());
     }
-    diagnostics_.Error(codes::kBadDevice,
-                       absl::StrCat("unknown device type '", type, "'"),
-                       {where}, "device types are 'cpu' and 'cuda' (lower case)");
+    diagnostics_.Error(
+        codes::kBadDevice, absl::StrCat("unknown device type '", type, "'"),
+        {where}, "device types are 'cpu' and 'cuda' (lower case)");
     return Device::Cpu();
   }
 
@@ -136,18 +137,18 @@ class MethodImporter {
       }
       auto [it, inserted] = index_.emplace(absl::string_view(name), i);
       if (!inserted)
-        diagnostics_.Error(codes::kDuplicateName,
-                           absl::StrCat("duplicate node name '", name,
-                                        "' (first defined as node #",
-                                        it->second, ")"),
-                           {name});
+        diagnostics_.Error(
+            codes::kDuplicateName,
+            absl::StrCat("duplicate node name '", name,
+                         "' (first defined as node #", it->second, ")"),
+            {name});
     }
     m.nodes.resize(p.nodes_size());
     for (int i = 0; i < p.nodes_size(); ++i) ImportNode(p.nodes(i), i, m);
     for (const v1::Arena& a : p.arenas()) {
       Arena arena;
-      arena.device = specs_.ImportDevice(a.device(),
-                                         absl::StrCat("arena of ", p.name()));
+      arena.device =
+          specs_.ImportDevice(a.device(), absl::StrCat("arena of ", p.name()));
       arena.size = a.size();
       arena.lower_bound = a.lower_bound();
       m.arenas.push_back(arena);
@@ -173,10 +174,9 @@ class MethodImporter {
                   int32_t at) {
     auto it = index_.find(absl::string_view(name));
     if (it == index_.end()) {
-      diagnostics_.Error(codes::kDanglingReference,
-                         absl::StrCat("reference to undefined value '", name,
-                                      "'"),
-                         {reader});
+      diagnostics_.Error(
+          codes::kDanglingReference,
+          absl::StrCat("reference to undefined value '", name, "'"), {reader});
       return -1;
     }
     if (it->second >= at) {
@@ -205,11 +205,11 @@ class MethodImporter {
       return false;
     }
     if (index < 0 || index >= static_cast<int32_t>(src.tuple.size())) {
-      diagnostics_.Error(codes::kTupleIndexOutOfRange,
-                         absl::StrCat("element ", index, " of '", src.name,
-                                      "', which has ", src.tuple.size(),
-                                      " elements"),
-                         {reader, src.name});
+      diagnostics_.Error(
+          codes::kTupleIndexOutOfRange,
+          absl::StrCat("element ", index, " of '", src.name, "', which has ",
+                       src.tuple.size(), " elements"),
+          {reader, src.name});
       return false;
     }
     return true;
@@ -285,10 +285,10 @@ class MethodImporter {
         a.kind = ArgKind::kDType;
         a.dtype = DTypeFromProto(p.dtype());
         if (a.dtype == DType::kInvalid)
-          diagnostics_.Error(codes::kBadDType,
-                             absl::StrCat("invalid dtype argument (", p.dtype(),
-                                          ")"),
-                             {reader});
+          diagnostics_.Error(
+              codes::kBadDType,
+              absl::StrCat("invalid dtype argument (", p.dtype(), ")"),
+              {reader});
         break;
       case v1::Argument::kNone:
       case v1::Argument::KIND_NOT_SET:
@@ -321,8 +321,8 @@ class MethodImporter {
       case v1::Node::kTuple:
         n.result = ResultKind::kTuple;
         for (int e = 0; e < p.tuple().elements_size(); ++e)
-          n.tuple.push_back(
-              specs_.Import(p.tuple().elements(e), absl::StrCat(name, "[", e, "]")));
+          n.tuple.push_back(specs_.Import(p.tuple().elements(e),
+                                          absl::StrCat(name, "[", e, "]")));
         break;
       case v1::Node::kScalar:
         n.result = ResultKind::kScalar;
@@ -341,17 +341,18 @@ class MethodImporter {
         n.input_kind = InputKindFromProto(p.input().kind());
         n.target = p.input().target();
         if (n.input_kind == InputKind::kInvalid) {
-          diagnostics_.Error(codes::kBadInputKind,
-                             "input without a valid kind", {name},
+          diagnostics_.Error(codes::kBadInputKind, "input without a valid kind",
+                             {name},
                              "set input.kind to USER_INPUT, PARAMETER, "
                              "BUFFER, MUTABLE_BUFFER or LIFTED_CONSTANT");
         } else if (n.input_kind != InputKind::kUserInput &&
                    !modules_.FindConstant(n.target)) {
-          diagnostics_.Error(codes::kMissingConstant,
-                             absl::StrCat(std::string(InputKindName(n.input_kind)), " '",
-                                          name, "' names constant '", n.target,
-                                          "', which is not in the program"),
-                             {name});
+          diagnostics_.Error(
+              codes::kMissingConstant,
+              absl::StrCat(std::string(InputKindName(n.input_kind)), " '", name,
+                           "' names constant '", n.target,
+                           "', which is not in the program"),
+              {name});
         }
         RequireTensorResult(n);
         break;
@@ -360,10 +361,10 @@ class MethodImporter {
         n.kind = NodeKind::kConstant;
         n.target = p.constant().name();
         if (!modules_.FindConstant(n.target))
-          diagnostics_.Error(codes::kMissingConstant,
-                             absl::StrCat("constant '", n.target,
-                                          "' is not in the program"),
-                             {name});
+          diagnostics_.Error(
+              codes::kMissingConstant,
+              absl::StrCat("constant '", n.target, "' is not in the program"),
+              {name});
         RequireTensorResult(n);
         break;
       case v1::Node::kCall: {
@@ -382,11 +383,11 @@ class MethodImporter {
         for (const v1::Argument& a : p.delegate().args())
           n.args.push_back(ImportArgument(m, a, name, i));
         if (!modules_.FindModule(n.target))
-          diagnostics_.Error(codes::kMissingModule,
-                             absl::StrCat("delegate calls lowered module '",
-                                          n.target,
-                                          "', which is not in the program"),
-                             {name});
+          diagnostics_.Error(
+              codes::kMissingModule,
+              absl::StrCat("delegate calls lowered module '", n.target,
+                           "', which is not in the program"),
+              {name});
         if (n.result != ResultKind::kTensor && n.result != ResultKind::kTuple)
           diagnostics_.Error(codes::kBadResult,
                              "delegate without a tensor or tuple result",
@@ -431,23 +432,22 @@ class MethodImporter {
     if (!n.schema_text.empty()) {
       absl::StatusOr<OpSchema> parsed = ParseSchema(n.schema_text);
       if (!parsed.ok()) {
-        diagnostics_.Error(codes::kBadSchema,
-                           absl::StrCat("schema of '", n.target,
-                                        "' does not parse: ",
-                                        parsed.status().message()),
-                           {n.name});
+        diagnostics_.Error(
+            codes::kBadSchema,
+            absl::StrCat("schema of '", n.target,
+                         "' does not parse: ", parsed.status().message()),
+            {n.name});
         return;
       }
       if (parsed->QualifiedName() != n.target &&
           !absl::StartsWith(n.target, parsed->QualifiedName() + ".") &&
           !(parsed->overload.empty() &&
             n.target == parsed->QualifiedName() + ".default")) {
-        diagnostics_.Error(codes::kBadSchema,
-                           absl::StrCat("schema names '",
-                                        parsed->QualifiedName(),
-                                        "' but the node calls '", n.target,
-                                        "'"),
-                           {n.name});
+        diagnostics_.Error(
+            codes::kBadSchema,
+            absl::StrCat("schema names '", parsed->QualifiedName(),
+                         "' but the node calls '", n.target, "'"),
+            {n.name});
         return;
       }
       n.schema = std::make_shared<const OpSchema>(*std::move(parsed));
@@ -470,15 +470,15 @@ class MethodImporter {
       if (m.nodes[i].kind != NodeKind::kOutput) continue;
       ++outputs;
       if (i != static_cast<int32_t>(m.nodes.size()) - 1)
-        diagnostics_.Error(codes::kOutputNotLast,
-                           "output node is not the last node", {m.nodes[i].name},
-                           "move the output node to the end of the method");
+        diagnostics_.Error(
+            codes::kOutputNotLast, "output node is not the last node",
+            {m.nodes[i].name}, "move the output node to the end of the method");
     }
     if (outputs == 0)
-      diagnostics_.Error(codes::kMissingOutput,
-                         absl::StrCat("method '", m.name,
-                                      "' has no output node"),
-                         {}, "add an output node as the last node");
+      diagnostics_.Error(
+          codes::kMissingOutput,
+          absl::StrCat("method '", m.name, "' has no output node"), {},
+          "add an output node as the last node");
   }
 
   const ProgramIndex& modules_;  // modules and constants are imported first
@@ -641,8 +641,8 @@ absl::Status ParseText(std::string_view bytes, google::protobuf::Message* msg,
   google::protobuf::TextFormat::Parser parser;
   CollectingErrors errors;
   parser.RecordErrorsTo(&errors);
-  google::protobuf::io::ArrayInputStream input(
-      bytes.data(), static_cast<int>(bytes.size()));
+  google::protobuf::io::ArrayInputStream input(bytes.data(),
+                                               static_cast<int>(bytes.size()));
   if (parser.Parse(&input, msg)) return absl::OkStatus();
   *error = errors.text;
   return absl::InvalidArgumentError(errors.text);
@@ -685,16 +685,17 @@ Program ImportProgram(const v1::Program& proto, Diagnostics& diagnostics) {
     if (mod.id().empty())
       diagnostics.Error(codes::kEmptyName, "lowered module without an id", {});
     else if (!seen.emplace("m:" + mod.id(), 0).second)
-      diagnostics.Error(codes::kDuplicateModule,
-                        absl::StrCat("duplicate lowered module '", mod.id(),
-                                     "'"),
-                        {mod.id()});
+      diagnostics.Error(
+          codes::kDuplicateModule,
+          absl::StrCat("duplicate lowered module '", mod.id(), "'"),
+          {mod.id()});
     m.backend = mod.backend();
     for (const v1::CompileSpec& cs : mod.compile_specs())
       m.compile_specs.push_back(CompileSpec{cs.key(), cs.value()});
     for (int i = 0; i < mod.input_layouts_size(); ++i)
-      m.input_layouts.push_back(specs.Import(
-          mod.input_layouts(i), absl::StrCat(mod.id(), ".input_layouts[", i, "]")));
+      m.input_layouts.push_back(
+          specs.Import(mod.input_layouts(i),
+                       absl::StrCat(mod.id(), ".input_layouts[", i, "]")));
     m.returns_tuple = mod.returns_tuple();
     program.modules.push_back(std::move(m));
   }
@@ -779,8 +780,9 @@ absl::Status ParseRequest(std::string_view bytes, FileFormat format,
   *was_bare_program = false;
   if (format == FileFormat::kUnknown)
     return absl::InvalidArgumentError(absl::StrCat(
-        std::string(what), ": unknown file format (use .textproto, .txtpb, .pb, .binpb or "
-              ".json, or --format)"));
+        std::string(what),
+        ": unknown file format (use .textproto, .txtpb, .pb, .binpb or "
+        ".json, or --format)"));
   if (bytes.empty() || (format != FileFormat::kBinary && IsBlank(bytes)))
     return absl::InvalidArgumentError(
         absl::StrCat(std::string(what), ": empty input"));
@@ -821,15 +823,16 @@ absl::Status ParseRequest(std::string_view bytes, FileFormat format,
       request->Clear();
       if (request_ok && request->ParseFromArray(bytes.data(), size))
         return absl::OkStatus();
-      return absl::InvalidArgumentError(absl::StrCat(
-          std::string(what), ": not a LowerRequest or Program in binary "
-                             "protobuf form (truncated or corrupt?)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(std::string(what),
+                       ": not a LowerRequest or Program in binary "
+                       "protobuf form (truncated or corrupt?)"));
     }
     case FileFormat::kJson: {
       google::protobuf::util::JsonParseOptions options;
       std::string json(bytes);
-      auto st = google::protobuf::util::JsonStringToMessage(json, request,
-                                                            options);
+      auto st =
+          google::protobuf::util::JsonStringToMessage(json, request, options);
       if (st.ok() && (request->has_program() || request->has_options()))
         return absl::OkStatus();
       request->Clear();
@@ -841,9 +844,9 @@ absl::Status ParseRequest(std::string_view bytes, FileFormat format,
         *was_bare_program = true;
         return absl::OkStatus();
       }
-      return absl::InvalidArgumentError(
-          absl::StrCat(std::string(what), ": not a LowerRequest or Program in JSON form: ",
-                       std::string(st.message())));
+      return absl::InvalidArgumentError(absl::StrCat(
+          std::string(what), ": not a LowerRequest or Program in JSON form: ",
+          std::string(st.message())));
     }
     case FileFormat::kUnknown:
       break;
@@ -856,11 +859,13 @@ absl::Status ReadRequestFile(std::string_view path, FileFormat format,
                              bool* was_bare_program) {
   std::ifstream in{std::string(path), std::ios::binary};
   if (!in)
-    return absl::NotFoundError(absl::StrCat(std::string(path), ": cannot open file"));
+    return absl::NotFoundError(
+        absl::StrCat(std::string(path), ": cannot open file"));
   std::ostringstream buffer;
   buffer << in.rdbuf();
   if (in.bad())
-    return absl::InvalidArgumentError(absl::StrCat(std::string(path), ": read error"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(std::string(path), ": read error"));
   if (format == FileFormat::kUnknown) format = FormatFromPath(path);
   return ParseRequest(buffer.str(), format, path, request, was_bare_program);
 }

@@ -16,8 +16,9 @@
 // to a Tensor (or a list of them, `Tensor(a!)[]`); `Tensor(a -> *)` is read as
 // alias set "a". A result's alias set (other than `*`) must be some
 // parameter's, and a written result (`Tensor(a!)`) must be a written
-// parameter's: `Tensor(a) x -> Tensor(b)` is an error. A default is checked against its parameter's type (None needs
-// an optional type, a float cannot default an int, ...) and kept as text.
+// parameter's: `Tensor(a) x -> Tensor(b)` is an error. A default is checked
+// against its parameter's type (None needs an optional type, a float cannot
+// default an int, ...) and kept as text.
 //
 // The overload name "default" is the default overload and is stored as "".
 // `-> (Tensor)` is the same as `-> Tensor` (as in ATen): a schema returns a

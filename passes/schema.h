@@ -20,11 +20,11 @@ namespace ferry {
 
 enum class SchemaTypeKind {
   kTensor,
-  kInt,         // int, SymInt
+  kInt,  // int, SymInt
   kFloat,
   kBool,
-  kScalar,      // number: int, float or bool
-  kIntList,     // int[], SymInt[], int[N]
+  kScalar,   // number: int, float or bool
+  kIntList,  // int[], SymInt[], int[N]
   kFloatList,
   kBoolList,
   kTensorList,  // Tensor[], Tensor?[]
@@ -33,7 +33,7 @@ enum class SchemaTypeKind {
   kDevice,
   kMemoryFormat,
   kString,
-  kAny,         // anything else ATen allows (Generator, ...)
+  kAny,  // anything else ATen allows (Generator, ...)
 };
 
 struct SchemaType {
@@ -53,7 +53,7 @@ struct SchemaArgument {
   SchemaType type;
   std::optional<AliasInfo> alias;
   std::optional<std::string> default_value;  // the default's text
-  bool kwarg_only = false;                    // after `*`
+  bool kwarg_only = false;                   // after `*`
 };
 
 struct OpSchema {
@@ -97,9 +97,9 @@ enum class ShapeRule {
   kReduction,    // sum.dim_IntList, mean.dim, amax
   kCat,
   kLayerNorm,
-  kCopy,         // view_copy, permute_copy, ...: like kView, fresh storage
-  kMetadata,     // sym_size.int, ...: scalar result
-  kSpecific,     // a rule of the operator's own (convolution, arange, ...)
+  kCopy,      // view_copy, permute_copy, ...: like kView, fresh storage
+  kMetadata,  // sym_size.int, ...: scalar result
+  kSpecific,  // a rule of the operator's own (convolution, arange, ...)
 };
 
 class BoundCall;    // passes/ops/common.h

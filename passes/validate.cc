@@ -49,14 +49,13 @@
 #include "passes/validate.h"
 
 #include <algorithm>
-#include <unordered_map>
-#include <unordered_set>
-
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -415,8 +414,7 @@ class GraphValidator {
                        module_device_.ToString(),
                        ": host/device copies cannot run inside a device "
                        "delegate"),
-          {node.name},
-          "copy before the delegate call, in the calling method");
+          {node.name}, "copy before the delegate call, in the calling method");
     }
 
     absl::StatusOr<std::vector<const Argument*>> bound =
@@ -516,8 +514,7 @@ class GraphValidator {
                                 : (node.result == ResultKind::kTensor ? 1 : 0);
     for (int32_t r = 0; r < results; ++r) {
       std::optional<int> aliased = schema.AliasedArgument(r);
-      if (!aliased.has_value() ||
-          *aliased >= static_cast<int>(bound.size()) ||
+      if (!aliased.has_value() || *aliased >= static_cast<int>(bound.size()) ||
           bound[*aliased] == nullptr ||
           bound[*aliased]->kind != ArgKind::kValue) {
         continue;
@@ -533,8 +530,7 @@ class GraphValidator {
           absl::StrCat("'",
                        graph_.ValueName(ValueId{
                            i, node.result == ResultKind::kTuple ? r : -1}),
-                       "' aliases '",
-                       graph_.ValueName(bound[*aliased]->value),
+                       "' aliases '", graph_.ValueName(bound[*aliased]->value),
                        "', whose storage has ", *root, " bytes, but its spec ",
                        LayoutText(*spec), " reaches ", reads.value_or(-1),
                        " bytes"),
@@ -865,8 +861,7 @@ class GraphValidator {
                          module_ != nullptr
                              ? absl::StrCat("module '", module_->id, "'")
                              : absl::StrCat("method '", graph_.name, "'"),
-                         " is ", ArgumentText(graph_, arg),
-                         ", not a value"),
+                         " is ", ArgumentText(graph_, arg), ", not a value"),
             {node.name}, "return values by node name (or tuple element)");
         continue;
       }
@@ -899,9 +894,10 @@ class GraphValidator {
     for (int32_t i = 0; i < NodeCount(); ++i) {
       if (!sound_[i] || !OwnsStorage(i)) continue;
       const Node& node = graph_.nodes[i];
-      const int32_t results = node.result == ResultKind::kTuple
-                                  ? static_cast<int32_t>(node.tuple.size())
-                                  : (node.result == ResultKind::kTensor ? 1 : 0);
+      const int32_t results =
+          node.result == ResultKind::kTuple
+              ? static_cast<int32_t>(node.tuple.size())
+              : (node.result == ResultKind::kTensor ? 1 : 0);
       for (int32_t r = 0; r < results; ++r) {
         const int32_t element = node.result == ResultKind::kTuple ? r : -1;
         if (node.kind == NodeKind::kCall && node.schema != nullptr &&
@@ -937,24 +933,23 @@ class GraphValidator {
     const std::string name = graph_.ValueName(value);
     const std::vector<std::string> nodes = {graph_.nodes[value.node].name};
     if (m.arena < 0 || m.arena >= static_cast<int32_t>(graph_.arenas.size())) {
-      diagnostics_.Error(
-          codes::kBadPlacement,
-          absl::StrCat("'", name, "' is planned in arena ", m.arena,
-                       ", but method '", graph_.name, "' has ",
-                       graph_.arenas.size(), " arena",
-                       graph_.arenas.size() == 1 ? "" : "s"),
-          nodes);
+      diagnostics_.Error(codes::kBadPlacement,
+                         absl::StrCat("'", name, "' is planned in arena ",
+                                      m.arena, ", but method '", graph_.name,
+                                      "' has ", graph_.arenas.size(), " arena",
+                                      graph_.arenas.size() == 1 ? "" : "s"),
+                         nodes);
       return;
     }
     const int64_t bytes = spec.StorageBytes().value_or(0);
     const int64_t reserved = m.size > 0 ? m.size : bytes;
     const int64_t arena = graph_.arenas[m.arena].size;
-    if (m.offset < 0 || m.size < 0 || reserved < bytes ||
-        reserved > arena || m.offset > arena - reserved) {
+    if (m.offset < 0 || m.size < 0 || reserved < bytes || reserved > arena ||
+        m.offset > arena - reserved) {
       diagnostics_.Error(
           codes::kBadPlacement,
-          absl::StrCat("'", name, "' is planned at offset ", m.offset,
-                       " size ", m.size, " of arena ", m.arena, " (", arena,
+          absl::StrCat("'", name, "' is planned at offset ", m.offset, " size ",
+                       m.size, " of arena ", m.arena, " (", arena,
                        " bytes), but its storage spans ", bytes, " bytes"),
           nodes, "the planned bytes must cover the storage, inside the arena");
     }
@@ -963,8 +958,8 @@ class GraphValidator {
   const ProgramIndex& program_;
   const Method& graph_;
   Diagnostics& diagnostics_;
-  const LoweredModule* module_;   // null for a method
-  Device module_device_;          // where module_ runs (the host by default)
+  const LoweredModule* module_;  // null for a method
+  Device module_device_;         // where module_ runs (the host by default)
   const StorageRoots roots_;
   std::vector<char> sound_;  // Per node: its declared specs are sound.
 };
@@ -1069,8 +1064,7 @@ std::string ChainText(const std::vector<const LoweredModule*>& chain) {
   std::string text;
   for (size_t k = 0; k < chain.size(); ++k) {
     if (chain.size() > 2 * kEnds + 1 && k == kEnds) {
-      absl::StrAppend(&text, " -> ... (", chain.size() - 2 * kEnds,
-                      " more)");
+      absl::StrAppend(&text, " -> ... (", chain.size() - 2 * kEnds, " more)");
       k = chain.size() - kEnds - 1;
       continue;
     }
@@ -1179,8 +1173,7 @@ class ModuleCallGraph {
     diagnostics_.Error(
         codes::kModuleCycle,
         cycle.size() == 2
-            ? absl::StrCat("module '", caller.id,
-                           "' calls itself (delegate '",
+            ? absl::StrCat("module '", caller.id, "' calls itself (delegate '",
                            caller.graph.nodes[closing.node].name,
                            "'): lowered modules cannot recurse")
             : absl::StrCat("lowered modules call each other in a cycle: ",

@@ -589,8 +589,8 @@ absl::Status MethodInstance::Load(std::span<const TensorBinding> bound_inputs) {
   state_.instantiated_nodes += static_cast<int64_t>(method_.nodes.size());
   if (state_.instantiated_nodes > kMaxInstantiatedNodes) {
     return absl::InvalidArgumentError(absl::StrCat(
-        context_, "the program instantiates more than ",
-        kMaxInstantiatedNodes, " nodes through its delegates' modules"));
+        context_, "the program instantiates more than ", kMaxInstantiatedNodes,
+        " nodes through its delegates' modules"));
   }
   self_staging_delegates_ = DetectSelfStagingDelegates();
   if (absl::Status s = AllocateArenas(); !s.ok()) return s;
@@ -1414,8 +1414,8 @@ absl::StatusOr<std::vector<HostTensor>> Executor::Run(
   absl::StatusOr<std::vector<HostTensor>> outputs = it->second->ReadOutputs();
   // Reading outputs gathers them with host loops, which give up when asked
   // to stop: outputs read then are incomplete.
-  if (absl::Status stop = CheckStop(absl::StrCat("method '", AsAbsl(method),
-                                                 "': reading outputs: "));
+  if (absl::Status stop = CheckStop(
+          absl::StrCat("method '", AsAbsl(method), "': reading outputs: "));
       !stop.ok())
     return stop;
   return outputs;

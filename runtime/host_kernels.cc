@@ -13,12 +13,12 @@
 // stored), integer otherwise (int64, wrapping). Comparisons and logical ops
 // choose from the operands only and store bools.
 //
-// Aliasing. Guard<> (runtime/ops/family.h) wraps every kernel: when an output overlaps an input
-// with a different layout (say add_(x, x.t())), the kernel writes dense
-// temporaries and the result is copied into the output afterwards, so every
-// input is read before anything is written. Elementwise kernels whose output
-// is exactly an input (relu_(x)) run in place: element i is read before it
-// is written and never read again.
+// Aliasing. Guard<> (runtime/ops/family.h) wraps every kernel: when an output
+// overlaps an input with a different layout (say add_(x, x.t())), the kernel
+// writes dense temporaries and the result is copied into the output afterwards,
+// so every input is read before anything is written. Elementwise kernels whose
+// output is exactly an input (relu_(x)) run in place: element i is read before
+// it is written and never read again.
 #include "runtime/host_kernels.h"
 
 #include <algorithm>
@@ -883,8 +883,7 @@ const KernelTable& Kernels() {
       built->emplace(entry.op, entry.fn);
     // The per-family tables (runtime/ops/), which replace rows of kKernels.
     for (std::span<const FamilyKernel> family : FamilyKernelTables())
-      for (const FamilyKernel& entry : family)
-        (*built)[entry.op] = entry.fn;
+      for (const FamilyKernel& entry : family) (*built)[entry.op] = entry.fn;
     return built;
   }();
   return *table;

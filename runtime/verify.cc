@@ -6,9 +6,8 @@
 //   compare expected[i] with actual[i], element by element
 #include "runtime/verify.h"
 
-#include <cstring>
-
 #include <cmath>
+#include <cstring>
 #include <exception>
 #include <limits>
 #include <new>
@@ -201,8 +200,8 @@ absl::Status CheckPlacedAsLowered(const Program& lowered,
       std::string name;
       if (output != nullptr && i < output->args.size() &&
           output->args[i].kind == ArgKind::kValue)
-        name = absl::StrCat(" ('", method->ValueName(output->args[i].value),
-                            "')");
+        name =
+            absl::StrCat(" ('", method->ValueName(output->args[i].value), "')");
       return absl::FailedPreconditionError(absl::StrCat(
           prefix, "output ", i, name, " is left on ",
           where->outputs[i]->ToString(),
@@ -306,9 +305,8 @@ absl::Status ApplyGivenInputs(const Method& method,
       ++position;
     }
     if (!found || position >= inputs.size())
-      return absl::InvalidArgumentError(
-          absl::StrCat("method '", method.name, "' has no user input '",
-                       value.input, "'"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "method '", method.name, "' has no user input '", value.input, "'"));
     HostTensor& slot = inputs[position];
     if (value.dtype != slot.dtype || value.sizes != slot.sizes)
       return absl::InvalidArgumentError(absl::StrCat(
@@ -319,8 +317,7 @@ absl::Status ApplyGivenInputs(const Method& method,
     if (value.data.size() != slot.data.size())
       return absl::InvalidArgumentError(absl::StrCat(
           "input '", value.input, "' of method '", method.name, "' needs ",
-          slot.data.size(), " bytes, the value given has ",
-          value.data.size()));
+          slot.data.size(), " bytes, the value given has ", value.data.size()));
     std::memcpy(slot.data.data(), value.data.data(), value.data.size());
   }
   return absl::OkStatus();
@@ -378,9 +375,9 @@ absl::StatusOr<VerifyReport> VerifyUnguarded(const Program& original,
     for (const Method& method : original.methods)
       if (method.name == given.method) found = true;
     if (!found)
-      return absl::InvalidArgumentError(absl::StrCat(
-          "input value for method '", given.method,
-          "', which the program does not have"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("input value for method '", given.method,
+                       "', which the program does not have"));
   }
   for (const Method& method : original.methods) {
     if (cancelled()) return absl::CancelledError("verification cancelled");

@@ -649,9 +649,8 @@ void CompilerService::RunLowerFlight(LowerFlight& flight) {
     return;
   }
 
-  absl::StatusOr<LowerResult> result =
-      ferry::Lower(*flight.request, keep_going, options_.limits,
-                   DeclaredBackendOperators());
+  absl::StatusOr<LowerResult> result = ferry::Lower(
+      *flight.request, keep_going, options_.limits, DeclaredBackendOperators());
   RecordJobTime(Clock::now() - start);
   if (!result.ok()) {
     grpc::Status status = result.status().code() == absl::StatusCode::kCancelled
@@ -863,7 +862,8 @@ void CompilerService::RunVerify(Call* call, const v1::VerifyRequest& request,
     input.method = value.method();
     input.input = value.input();
     input.dtype = static_cast<DType>(value.spec().dtype());
-    input.sizes.assign(value.spec().sizes().begin(), value.spec().sizes().end());
+    input.sizes.assign(value.spec().sizes().begin(),
+                       value.spec().sizes().end());
     input.data = value.data();
     options.inputs.push_back(std::move(input));
   }
@@ -895,9 +895,8 @@ void CompilerService::RunVerify(Call* call, const v1::VerifyRequest& request,
         return;
       case absl::StatusCode::kInvalidArgument:  // a given input does not fit
         metrics_.RecordVerification("none", "error");
-        call->Complete(
-            InvalidFieldError("inputs", report.status().message(),
-                              "INPUT_DOES_NOT_FIT"));
+        call->Complete(InvalidFieldError("inputs", report.status().message(),
+                                         "INPUT_DOES_NOT_FIT"));
         return;
       default:
         metrics_.RecordVerification("none", "error");

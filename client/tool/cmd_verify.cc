@@ -104,8 +104,8 @@ int RunVerify(const Args& args) {
       inputs_file = value;
     } else if (ParseFlag(arg, "--device", &value)) {
       device = value;
-    } else if (ParseSharedOption(args, &i, "verify", VerifyUsage(),
-                                 &shared) == Parsed::kUsageError) {
+    } else if (ParseSharedOption(args, &i, "verify", VerifyUsage(), &shared) ==
+               Parsed::kUsageError) {
       return kExitUsage;
     }
   }
@@ -129,9 +129,10 @@ int RunVerify(const Args& args) {
   }
   options.keep_outputs = !dump_file.empty();
   if (remote.enabled() && (!inputs_file.empty() || !dump_file.empty())) {
-    std::fprintf(stderr,
-                 "ferry verify: --inputs and --dump-outputs run in-process only "
-                 "(no --server)\n");
+    std::fprintf(
+        stderr,
+        "ferry verify: --inputs and --dump-outputs run in-process only "
+        "(no --server)\n");
     return kExitUsage;
   }
   if (remote.enabled() && !original_file.empty()) {

@@ -31,7 +31,8 @@ bool LoadRequest(const std::string& path, const std::string& format_name,
   if (!format_name.empty()) {
     format = ParseFormatName(format_name);
     if (format == FileFormat::kUnknown) {
-      std::fprintf(stderr, "ferry: unknown --format '%s' (text, binary, json)\n",
+      std::fprintf(stderr,
+                   "ferry: unknown --format '%s' (text, binary, json)\n",
                    format_name.c_str());
       return false;
     }
@@ -149,8 +150,9 @@ bool ApplyLoweringFlag(std::string_view arg, v1::LowerOptions* options,
     if (eq == std::string::npos || eq == 0 || eq + 1 == value.size()) {
       *error = "--tag-target takes TAG=DEVICE";
     } else {
-      (*options->mutable_partitioner()->mutable_tag_targets())[value.substr(
-          0, eq)] = value.substr(eq + 1);
+      (*options->mutable_partitioner()
+            ->mutable_tag_targets())[value.substr(0, eq)] =
+          value.substr(eq + 1);
     }
     return true;
   }

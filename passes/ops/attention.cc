@@ -39,8 +39,8 @@ Specs InferEmbedding(const BoundCall& call) {
   }
   DType index_dtype = (*indices)->dtype;
   if (index_dtype != DType::kI64 && index_dtype != DType::kI32) {
-    return call.DTypeMismatch(absl::StrCat(
-        "'indices' must be i64 or i32, not ", DTypeText(index_dtype)));
+    return call.DTypeMismatch(absl::StrCat("'indices' must be i64 or i32, not ",
+                                           DTypeText(index_dtype)));
   }
   std::vector<int64_t> sizes = (*indices)->sizes;
   sizes.push_back((*weight)->sizes[1]);
@@ -95,8 +95,8 @@ Specs InferMultiHeadAttention(const BoundCall& call) {
   }
   std::optional<int64_t> packed = CheckedMul(embed, 3);
   if (!packed) return call.Error("3 * embed_dim overflows int64");
-  for (const auto& [name, sizes] :
-       std::initializer_list<std::pair<absl::string_view, std::vector<int64_t>>>{
+  for (const auto& [name, sizes] : std::initializer_list<
+           std::pair<absl::string_view, std::vector<int64_t>>>{
            {"key", {batch, source, embed}},
            {"value", {batch, source, embed}},
            {"qkv_weight", {*packed, embed}},
@@ -105,15 +105,14 @@ Specs InferMultiHeadAttention(const BoundCall& call) {
            {"proj_bias", {embed}}}) {
     if (absl::Status s = CheckSizes(call, name, sizes); !s.ok()) return s;
   }
-  for (absl::string_view name : {"key", "value", "qkv_weight", "qkv_bias",
-                                 "proj_weight", "proj_bias"}) {
+  for (absl::string_view name :
+       {"key", "value", "qkv_weight", "qkv_bias", "proj_weight", "proj_bias"}) {
     absl::StatusOr<const TensorSpec*> tensor = call.Tensor(name);
     if (!tensor.ok()) return tensor.status();
     if ((*tensor)->dtype != q.dtype) {
-      return call.DTypeMismatch(absl::StrCat("'", name, "' is ",
-                                             DTypeText((*tensor)->dtype),
-                                             " but 'query' is ",
-                                             DTypeText(q.dtype)));
+      return call.DTypeMismatch(
+          absl::StrCat("'", name, "' is ", DTypeText((*tensor)->dtype),
+                       " but 'query' is ", DTypeText(q.dtype)));
     }
   }
   absl::StatusOr<bool> need_weights = call.Bool("need_weights");

@@ -23,8 +23,8 @@ namespace {
 // built on first use, after every family is constant-initialized.
 const OpFamily* const* FamilyList() {
   static const OpFamily* const kFamilies[] = {
-      &kElementwiseFamily, &kViewsFamily,     &kReductionsFamily,
-      &kLinalgFamily,      &kNnFamily,        &kAttentionFamily,
+      &kElementwiseFamily, &kViewsFamily,    &kReductionsFamily,
+      &kLinalgFamily,      &kNnFamily,       &kAttentionFamily,
       &kCreationFamily,    &kMetadataFamily,
   };
   return kFamilies;
@@ -123,9 +123,10 @@ std::string OperatorsMarkdown() {
       absl::StatusOr<OpSchema> schema = ParseSchema(op.schema);
       std::string name =
           schema.ok() ? schema->QualifiedName() : std::string("(bad schema)");
-      absl::StrAppend(&text, "| `", name, "` | ", AbslView(RuleKindName(op.kind)),
-                      op.metadata_only ? ", metadata only" : "", " | `",
-                      absl::StrReplaceAll(AbslView(op.schema), {{"|", "\\|"}}), "` |\n");
+      absl::StrAppend(
+          &text, "| `", name, "` | ", AbslView(RuleKindName(op.kind)),
+          op.metadata_only ? ", metadata only" : "", " | `",
+          absl::StrReplaceAll(AbslView(op.schema), {{"|", "\\|"}}), "` |\n");
     }
     absl::StrAppend(&text, "\n");
   }

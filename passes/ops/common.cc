@@ -154,7 +154,8 @@ absl::StatusOr<int64_t> WrapDim(int64_t dim, int64_t rank) {
 
 // --- Bound calls ------------------------------------------------------------
 
-absl::StatusOr<const TensorSpec*> BoundCall::Tensor(absl::string_view name) const {
+absl::StatusOr<const TensorSpec*> BoundCall::Tensor(
+    absl::string_view name) const {
   absl::StatusOr<const TensorSpec*> spec = OptionalTensor(name);
   if (spec.ok() && *spec == nullptr) {
     return Error(absl::StrCat("argument '", name, "' must be a tensor"));
@@ -385,8 +386,7 @@ std::string BoundCall::Describe() const {
         const TensorSpec* spec = method_.Spec(value);
         elements.push_back(spec ? SpecText(*spec) : "?");
       }
-      operands.push_back(
-          absl::StrCat("(", absl::StrJoin(elements, ", "), ")"));
+      operands.push_back(absl::StrCat("(", absl::StrJoin(elements, ", "), ")"));
     }
   }
   std::string text = schema_.QualifiedName();
@@ -417,7 +417,8 @@ const Argument* BoundCall::Get(absl::string_view name) const {
   return index < 0 ? nullptr : bound_[index];
 }
 
-std::optional<absl::string_view> BoundCall::DefaultText(absl::string_view name) const {
+std::optional<absl::string_view> BoundCall::DefaultText(
+    absl::string_view name) const {
   int index = IndexOf(name);
   if (index < 0 || !schema_.arguments[index].default_value) {
     return std::nullopt;
@@ -435,15 +436,15 @@ const Node* BoundCall::ScalarNode(const ValueId& value) const {
   return node.result == ResultKind::kScalar ? &node : nullptr;
 }
 
-absl::StatusOr<std::optional<std::vector<int64_t>>> BoundCall::ParseIntListDefault(
-    absl::string_view name, absl::string_view text) const {
+absl::StatusOr<std::optional<std::vector<int64_t>>>
+BoundCall::ParseIntListDefault(absl::string_view name,
+                               absl::string_view text) const {
   int index = IndexOf(name);
   int fixed_size = schema_.arguments[index].type.fixed_size;
   int64_t single = 0;
   if (absl::SimpleAtoi(text, &single)) {
     // `int[2] stride=1` repeats the value.
-    return std::optional(
-        std::vector<int64_t>(std::max(fixed_size, 1), single));
+    return std::optional(std::vector<int64_t>(std::max(fixed_size, 1), single));
   }
   if (!absl::ConsumePrefix(&text, "[") || !absl::ConsumeSuffix(&text, "]")) {
     return Unsupported(name);
@@ -472,8 +473,9 @@ absl::Status BoundCall::Unsupported(absl::string_view name) const {
                    "' is not understood by the shape rules"));
 }
 
-absl::Status BoundCall::WrongKind(absl::string_view name, absl::string_view expected,
-                       ArgKind got) const {
+absl::Status BoundCall::WrongKind(absl::string_view name,
+                                  absl::string_view expected,
+                                  ArgKind got) const {
   return Error(absl::StrCat("argument '", name, "' must be ", expected,
                             ", got ", KindText(got)));
 }
@@ -515,7 +517,6 @@ absl::Status CheckRank(const BoundCall& call, absl::string_view name,
   return call.Error(absl::StrCat("'", name, "' must be ", rank, "-D, not ",
                                  spec.dim(), "-D"));
 }
-
 
 absl::Status CheckResultSizes(const BoundCall& call,
                               const std::vector<int64_t>& sizes, DType dtype) {

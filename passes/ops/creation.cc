@@ -54,8 +54,8 @@ Specs InferFromSize(const BoundCall& call) {
     if (!format.ok()) return format.status();
     if (*format == kChannelsLast) {
       if (sizes->size() != 4) {
-        return call.Error(absl::StrCat("channels_last needs 4 dims, not ",
-                                       sizes->size()));
+        return call.Error(
+            absl::StrCat("channels_last needs 4 dims, not ", sizes->size()));
       }
       // Dim order 0, 2, 3, 1: C innermost.
       const std::vector<int64_t>& s = *sizes;

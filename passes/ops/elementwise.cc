@@ -88,14 +88,14 @@ Specs InferMaskedFill(const BoundCall& call) {
   absl::StatusOr<const TensorSpec*> mask = call.Tensor("mask");
   if (!mask.ok()) return mask.status();
   if ((*mask)->dtype != DType::kBool) {
-    return call.DTypeMismatch(absl::StrCat(
-        "the mask must be bool, not ", DTypeText((*mask)->dtype)));
+    return call.DTypeMismatch(
+        absl::StrCat("the mask must be bool, not ", DTypeText((*mask)->dtype)));
   }
   std::optional<std::vector<int64_t>> sizes =
       BroadcastShapes((*self)->sizes, (*mask)->sizes);
   if (!sizes) {
-    return call.Error(absl::StrCat("sizes ", ShapeText((*self)->sizes),
-                                   " and ", ShapeText((*mask)->sizes),
+    return call.Error(absl::StrCat("sizes ", ShapeText((*self)->sizes), " and ",
+                                   ShapeText((*mask)->sizes),
                                    " do not broadcast"));
   }
   return std::vector<TensorSpec>{FreshSpec((*self)->dtype, *std::move(sizes))};

@@ -55,7 +55,8 @@ constexpr OpDef kOps[] = {
 
 constinit const OpFamily kMetadataFamily = {
     "metadata and copies",
-    "Operators that read only sizes and strides (scalar results), and the host/device copy kernels.",
+    "Operators that read only sizes and strides (scalar results), and the "
+    "host/device copy kernels.",
     kOps,
 };
 

@@ -52,9 +52,9 @@ absl::Status SameDTypeAs(const BoundCall& call, absl::string_view self_name,
     absl::StatusOr<const TensorSpec*> other = call.OptionalTensor(name);
     if (!other.ok()) return other.status();
     if (*other != nullptr && (*other)->dtype != (*self)->dtype) {
-      return call.DTypeMismatch(absl::StrCat(
-          "'", name, "' is ", DTypeText((*other)->dtype), " but '",
-          self_name, "' is ", DTypeText((*self)->dtype)));
+      return call.DTypeMismatch(
+          absl::StrCat("'", name, "' is ", DTypeText((*other)->dtype), " but '",
+                       self_name, "' is ", DTypeText((*self)->dtype)));
     }
   }
   return absl::OkStatus();
@@ -89,9 +89,9 @@ Specs InferConvolution(const BoundCall& call) {
   const TensorSpec& in = **input;
   const TensorSpec& w = **weight;
   if (in.dim() < 3) {
-    return call.Error(absl::StrCat(
-        "'input' must be at least 3-D ([N, C, *spatial]), not ", in.dim(),
-        "-D"));
+    return call.Error(
+        absl::StrCat("'input' must be at least 3-D ([N, C, *spatial]), not ",
+                     in.dim(), "-D"));
   }
   if (w.dim() != in.dim()) {
     return call.Error(absl::StrCat("'weight' must be ", in.dim(),
@@ -124,10 +124,9 @@ Specs InferConvolution(const BoundCall& call) {
                                      " must be positive"));
     }
     if ((*padding)[d] < 0 || (*output_padding)[d] < 0) {
-      return call.Error(absl::StrCat("padding ", ShapeText(*padding),
-                                     " and output_padding ",
-                                     ShapeText(*output_padding),
-                                     " must not be negative"));
+      return call.Error(
+          absl::StrCat("padding ", ShapeText(*padding), " and output_padding ",
+                       ShapeText(*output_padding), " must not be negative"));
     }
     if (!*transposed && (*output_padding)[d] != 0) {
       return call.Error("output_padding needs a transposed convolution");
@@ -146,21 +145,21 @@ Specs InferConvolution(const BoundCall& call) {
     }
     if (w.sizes[0] % *groups != 0) {
       return call.Error(absl::StrCat("output channels ", w.sizes[0],
-                                     " are not divisible by groups=",
-                                     *groups));
+                                     " are not divisible by groups=", *groups));
     }
     out_channels = w.sizes[0];
   } else {
     if (w.sizes[0] != in_channels) {
       return call.Error(absl::StrCat("'weight' ", ShapeText(w.sizes),
                                      " of a transposed convolution expects ",
-                                     w.sizes[0], " input channels, but 'input' "
-                                     "has ", in_channels));
+                                     w.sizes[0],
+                                     " input channels, but 'input' "
+                                     "has ",
+                                     in_channels));
     }
     if (in_channels % *groups != 0) {
       return call.Error(absl::StrCat("input channels ", in_channels,
-                                     " are not divisible by groups=",
-                                     *groups));
+                                     " are not divisible by groups=", *groups));
     }
     std::optional<int64_t> channels = CheckedMul(w.sizes[1], *groups);
     if (!channels) return call.Error("the output channels overflow int64");
@@ -195,8 +194,8 @@ Specs InferConvolution(const BoundCall& call) {
     } else {
       out = (size - 1) * s - 2 * p + extent + (*output_padding)[d];
       if (out <= 0) {
-        return call.Error(absl::StrCat(
-            "the output size of spatial dim ", d, " is not positive"));
+        return call.Error(absl::StrCat("the output size of spatial dim ", d,
+                                       " is not positive"));
       }
     }
     if (out > std::numeric_limits<int64_t>::max()) {
@@ -228,8 +227,7 @@ Specs InferMaxPool2d(const BoundCall& call) {
   absl::StatusOr<std::vector<int64_t>> kernel =
       SpatialParameter(call, "kernel_size", 2);
   if (!kernel.ok()) return kernel.status();
-  absl::StatusOr<std::vector<int64_t>> stride =
-      call.RequiredIntList("stride");
+  absl::StatusOr<std::vector<int64_t>> stride = call.RequiredIntList("stride");
   if (!stride.ok()) return stride.status();
   if (stride->empty()) {
     stride = *kernel;  // stride=[] is the kernel size
@@ -262,16 +260,17 @@ Specs InferMaxPool2d(const BoundCall& call) {
                                      ShapeText(*kernel)));
     }
     const __int128 size = in.sizes[in.dim() - 2 + d];
-    __int128 numerator = size + 2 * p - dl * (k - 1) - 1 + (*ceil_mode ? s - 1 : 0);
+    __int128 numerator =
+        size + 2 * p - dl * (k - 1) - 1 + (*ceil_mode ? s - 1 : 0);
     // Floor division (the numerator may be negative).
     __int128 out = numerator >= 0 ? numerator / s : -((-numerator + s - 1) / s);
     out += 1;
     if (*ceil_mode && (out - 1) * s >= size + p) --out;
     if (out < 1 || out > std::numeric_limits<int64_t>::max()) {
-      return call.Error(absl::StrCat(
-          "the output size of spatial dim ", d, " is ",
-          out < 1 ? "too small" : "too large", " for input ",
-          ShapeText(in.sizes)));
+      return call.Error(absl::StrCat("the output size of spatial dim ", d,
+                                     " is ",
+                                     out < 1 ? "too small" : "too large",
+                                     " for input ", ShapeText(in.sizes)));
     }
     sizes.push_back(static_cast<int64_t>(out));
   }
@@ -291,9 +290,10 @@ Specs InferBatchNorm(const BoundCall& call) {
   if (!input.ok()) return input.status();
   const TensorSpec& in = **input;
   if (in.dim() < 2) {
-    return call.Error(absl::StrCat("'input' must be at least 2-D ([N, C, ...]), "
-                                   "not ",
-                                   in.dim(), "-D"));
+    return call.Error(
+        absl::StrCat("'input' must be at least 2-D ([N, C, ...]), "
+                     "not ",
+                     in.dim(), "-D"));
   }
   const int64_t channels = in.sizes[1];
   for (absl::string_view name :
@@ -307,7 +307,8 @@ Specs InferBatchNorm(const BoundCall& call) {
       absl::StatusOr<const TensorSpec*> stat = call.OptionalTensor(name);
       if (!stat.ok()) return stat.status();
       if (*stat == nullptr) {
-        return call.Error(absl::StrCat("'", name, "' is needed in eval mode "
+        return call.Error(absl::StrCat("'", name,
+                                       "' is needed in eval mode "
                                        "(training=False)"));
       }
     }

@@ -94,7 +94,8 @@ constexpr OpDef kOps[] = {
 
 constinit const OpFamily kReductionsFamily = {
     "reductions",
-    "Reductions over a list of dims (None or [] reduces all), keepdim, negative dims.",
+    "Reductions over a list of dims (None or [] reduces all), keepdim, "
+    "negative dims.",
     kOps,
 };
 

@@ -372,8 +372,7 @@ absl::Status ViewSqueeze(const BoundCall& call, ViewGeometry& view) {
 absl::Status ViewReshapeAlias(const BoundCall& call, ViewGeometry& view) {
   absl::StatusOr<std::vector<int64_t>> sizes = call.RequiredIntList("size");
   if (!sizes.ok()) return sizes.status();
-  absl::StatusOr<std::vector<int64_t>> strides =
-      call.RequiredIntList("stride");
+  absl::StatusOr<std::vector<int64_t>> strides = call.RequiredIntList("stride");
   if (!strides.ok()) return strides.status();
   if (sizes->size() != strides->size()) {
     return call.Error(absl::StrCat("size ", ShapeText(*sizes), " and stride ",
@@ -460,13 +459,13 @@ Specs InferSplit(const BoundCall& call) {
                                    " cannot split dim ", *dim, " of size ",
                                    size));
   }
-  int64_t pieces =
-      *split_size == 0 ? 1 : std::max<int64_t>(1, size / *split_size +
-                                                       (size % *split_size != 0));
+  int64_t pieces = *split_size == 0
+                       ? 1
+                       : std::max<int64_t>(
+                             1, size / *split_size + (size % *split_size != 0));
   if (pieces > kMaxSplitPieces) {
-    return call.Error(absl::StrCat("split into ", pieces,
-                                   " pieces; at most ", kMaxSplitPieces,
-                                   " are supported"));
+    return call.Error(absl::StrCat("split into ", pieces, " pieces; at most ",
+                                   kMaxSplitPieces, " are supported"));
   }
   const std::vector<int64_t> strides = in.Strides();
   std::vector<TensorSpec> results;
@@ -544,8 +543,8 @@ Specs InferCat(const BoundCall& call) {
 
 constexpr OpDef kOps[] = {
     // Views (the result shares `self`'s storage)
-    {"aten::view(Tensor(a) self, SymInt[] size) -> Tensor(a)",
-     ShapeRule::kView, &ViewRule<&Reshape, false>},
+    {"aten::view(Tensor(a) self, SymInt[] size) -> Tensor(a)", ShapeRule::kView,
+     &ViewRule<&Reshape, false>},
     {"aten::reshape(Tensor(a) self, SymInt[] shape) -> Tensor(a)",
      ShapeRule::kView, &ViewRule<&Reshape, false>},
     {"aten::_reshape_alias(Tensor(a) self, SymInt[] size, SymInt[] stride) "
@@ -553,8 +552,8 @@ constexpr OpDef kOps[] = {
      ShapeRule::kSpecific, &ViewRule<&Plain<&ViewReshapeAlias>, false>},
     {"aten::transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)",
      ShapeRule::kView, &ViewRule<&Plain<&ViewTranspose>, false>},
-    {"aten::permute(Tensor(a) self, int[] dims) -> Tensor(a)",
-     ShapeRule::kView, &ViewRule<&Plain<&ViewPermute>, false>},
+    {"aten::permute(Tensor(a) self, int[] dims) -> Tensor(a)", ShapeRule::kView,
+     &ViewRule<&Plain<&ViewPermute>, false>},
     {"aten::t(Tensor(a) self) -> Tensor(a)", ShapeRule::kView,
      &ViewRule<&Plain<&ViewT>, false>},
     {"aten::expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> "
@@ -600,8 +599,8 @@ constexpr OpDef kOps[] = {
      ShapeRule::kCopy, &ViewRule<&Plain<&ViewSelect>, true>},
     {"aten::unsqueeze_copy(Tensor self, int dim) -> Tensor", ShapeRule::kCopy,
      &ViewRule<&Plain<&ViewUnsqueeze>, true>},
-    {"aten::squeeze_copy.dim(Tensor self, int dim) -> Tensor",
-     ShapeRule::kCopy, &ViewRule<&Plain<&ViewSqueeze>, true>},
+    {"aten::squeeze_copy.dim(Tensor self, int dim) -> Tensor", ShapeRule::kCopy,
+     &ViewRule<&Plain<&ViewSqueeze>, true>},
     {"aten::alias_copy(Tensor self) -> Tensor", ShapeRule::kCopy,
      &ViewRule<&Same, true>},
     {"aten::clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor",

@@ -478,8 +478,7 @@ absl::Status CudaDeviceMemory::RunKernel(const KernelCall& call) {
   if (op.ends_with(".default")) op.remove_suffix(8);
   // The declared table decides: host-only and unknown operators run the
   // host kernel (counted).
-  if (CudaBackendSupport(op) != BackendSupport::kDevice)
-    return RunOnHost(call);
+  if (CudaBackendSupport(op) != BackendSupport::kDevice) return RunOnHost(call);
   for (const KernelArg& arg : call.args) {
     if (arg.kind == KernelArg::Kind::kTensor && !FitsKernels(arg.tensor))
       return RunOnHost(call);
@@ -937,7 +936,8 @@ absl::Status CudaDeviceMemory::RunCat(const KernelCall& call) {
 
 namespace {
 
-bool BlasTypes(DType dtype, cudaDataType_t* type, cublasComputeType_t* compute) {
+bool BlasTypes(DType dtype, cudaDataType_t* type,
+               cublasComputeType_t* compute) {
   switch (dtype) {
     case DType::kF32:
       *type = CUDA_R_32F;
@@ -966,7 +966,8 @@ Operand ChannelOperand(const KernelArg& arg) {
   if (!arg.is_tensor()) return op;
   op.data = arg.tensor.data;
   op.dtype = static_cast<int>(arg.tensor.dtype);
-  op.strides[1] = arg.tensor.dim() > 0 ? arg.tensor.strides[arg.tensor.dim() - 1] : 0;
+  op.strides[1] =
+      arg.tensor.dim() > 0 ? arg.tensor.strides[arg.tensor.dim() - 1] : 0;
   return op;
 }
 
@@ -1028,13 +1029,13 @@ absl::Status CudaDeviceMemory::RunConvolution(const KernelCall& call) {
   const int64_t F = weight.sizes[0], CG = weight.sizes[1];
   p.KH = weight.sizes[2], p.KW = weight.sizes[3];
   p.OH = out.sizes[2], p.OW = out.sizes[3];
-  const bool valid = p.sh > 0 && p.sw > 0 && p.dh > 0 && p.dw > 0 &&
-                     p.ph >= 0 && p.pw >= 0 && groups > 0 &&
-                     p.C == CG * groups && F % groups == 0 &&
-                     out.sizes[0] == N && out.sizes[1] == F &&
-                     (!bias.is_tensor() || bias.tensor.numel() == F) &&
-                     p.OH == (p.H + 2 * p.ph - p.dh * (p.KH - 1) - 1) / p.sh + 1 &&
-                     p.OW == (p.W + 2 * p.pw - p.dw * (p.KW - 1) - 1) / p.sw + 1;
+  const bool valid =
+      p.sh > 0 && p.sw > 0 && p.dh > 0 && p.dw > 0 && p.ph >= 0 && p.pw >= 0 &&
+      groups > 0 && p.C == CG * groups && F % groups == 0 &&
+      out.sizes[0] == N && out.sizes[1] == F &&
+      (!bias.is_tensor() || bias.tensor.numel() == F) &&
+      p.OH == (p.H + 2 * p.ph - p.dh * (p.KH - 1) - 1) / p.sh + 1 &&
+      p.OW == (p.W + 2 * p.pw - p.dw * (p.KW - 1) - 1) / p.sw + 1;
   if (!valid || out.numel() == 0 || p.OH <= 0 || p.OW <= 0)
     return RunOnHost(call);  // the host kernel reports the problem
   Temporaries temporaries(*this);
@@ -1082,8 +1083,8 @@ absl::Status CudaDeviceMemory::RunConvolution(const KernelCall& call) {
     std::byte* yn = y->bytes() + n * F * ohw * es;
     const void* cols = xn;
     if (!pointwise) {
-      if (cudaError_t e = LaunchIm2Col(xn, col.data, static_cast<int>(es), p,
-                                       stream_);
+      if (cudaError_t e =
+              LaunchIm2Col(xn, col.data, static_cast<int>(es), p, stream_);
           e != cudaSuccess)
         return CudaError(index_, "im2col kernel", e);
       cols = col.data;
@@ -1108,8 +1109,8 @@ absl::Status CudaDeviceMemory::RunConvolution(const KernelCall& call) {
       return s;
   }
   if (y->data != out.data)
-    return Elementwise(ElementwiseOp::kCopy, out, Aligned(*y, shape), {}, {},
-                       0, 0, 0, true);
+    return Elementwise(ElementwiseOp::kCopy, out, Aligned(*y, shape), {}, {}, 0,
+                       0, 0, true);
   return absl::OkStatus();
 }
 
@@ -1185,11 +1186,10 @@ absl::Status CudaDeviceMemory::RunMaxPool(const KernelCall& call) {
     return l;
   };
   const Shape lead_shape = ShapeOf(lead(out).sizes);
-  return Check(
-      LaunchMaxPool2d(lead_shape, Aligned(lead(in), lead_shape),
-                      Aligned(lead(out), lead_shape),
-                      Aligned(lead(idx), lead_shape), p, stream_),
-      call);
+  return Check(LaunchMaxPool2d(lead_shape, Aligned(lead(in), lead_shape),
+                               Aligned(lead(out), lead_shape),
+                               Aligned(lead(idx), lead_shape), p, stream_),
+               call);
 }
 
 // embedding(weight, indices, padding_idx=-1, scale_grad_by_freq, sparse)
@@ -1204,11 +1204,12 @@ absl::Status CudaDeviceMemory::RunEmbedding(const KernelCall& call) {
   const int64_t rows = indices.numel(), width = weight.sizes[1];
   if (rows == 0 || width == 0) return absl::OkStatus();
   Temporaries temporaries(*this);
-  absl::StatusOr<TensorView> index = temporaries.Dense(DType::kI64, indices.sizes);
+  absl::StatusOr<TensorView> index =
+      temporaries.Dense(DType::kI64, indices.sizes);
   if (!index.ok()) return index.status();
   if (absl::Status s = Elementwise(ElementwiseOp::kCopy, *index,
-                                   Aligned(indices, ShapeOf(indices.sizes)),
-                                   {}, {}, 0, 0, 0, false);
+                                   Aligned(indices, ShapeOf(indices.sizes)), {},
+                                   {}, 0, 0, 0, false);
       !s.ok())
     return s;
   absl::StatusOr<TensorView> dense_out =
@@ -1240,8 +1241,8 @@ absl::Status CudaDeviceMemory::RunEmbedding(const KernelCall& call) {
         absl::StrCat(AsAbsl(call.op), ": index out of range in self"));
   if (dense_out->data != out.data)
     return Elementwise(ElementwiseOp::kCopy, out,
-                       Aligned(*dense_out, ShapeOf(out.sizes)), {}, {}, 0, 0,
-                       0, true);
+                       Aligned(*dense_out, ShapeOf(out.sizes)), {}, {}, 0, 0, 0,
+                       true);
   return absl::OkStatus();
 }
 
@@ -1267,8 +1268,8 @@ absl::Status CudaDeviceMemory::RunMaskedFill(const KernelCall& call) {
     return RunOnHost(call);
   const Shape shape = ShapeOf(out.sizes);
   return Elementwise(ElementwiseOp::kWhere, out, Aligned(mask, shape),
-                     ScalarOperand(call.args[2]), Aligned(self, shape), 0, 0,
-                     0, IsFloatingPoint(out.dtype));
+                     ScalarOperand(call.args[2]), Aligned(self, shape), 0, 0, 0,
+                     IsFloatingPoint(out.dtype));
 }
 
 // _unsafe_view(self, size): a copy (fresh storage); dense sources only.

@@ -37,7 +37,7 @@ Generated Generate(uint32_t seed, bool capability) {
   Generated g;
   auto pick = [&](int n) { return static_cast<int>(rng() % n); };
   std::string nodes;
-  std::vector<std::string> values;   // tensor values defined so far
+  std::vector<std::string> values;  // tensor values defined so far
   std::vector<bool> transposed;
   const int inputs = 2 + pick(2);
   for (int i = 0; i < inputs; ++i) {
@@ -66,13 +66,12 @@ Generated Generate(uint32_t seed, bool capability) {
       std::string unique = absl::StrCat(tag, "_", tag_counter++);
       tag_line = absl::StrCat(" delegation_tag: \"", unique, "\"");
       absl::StrAppend(&targets, "");
-      targets.insert(targets.size() - 2,
-                     absl::StrCat(" tag_targets { key: \"", unique,
-                                  "\" value: \"",
-                                  tag == "g0" ? "cuda:0"
-                                  : tag == "g1" ? "cuda:1"
-                                                : "cpu",
-                                  "\" }"));
+      targets.insert(targets.size() - 2, absl::StrCat(" tag_targets { key: \"",
+                                                      unique, "\" value: \"",
+                                                      tag == "g0"   ? "cuda:0"
+                                                      : tag == "g1" ? "cuda:1"
+                                                                    : "cpu",
+                                                      "\" }"));
     }
     switch (pick(7)) {
       case 0:
@@ -111,8 +110,9 @@ Generated Generate(uint32_t seed, bool capability) {
       case 4:
       case 5: {  // an in-place host write
         const char* op = pick(2) ? "aten::relu_" : "aten::mul_.Scalar";
-        std::string extra =
-            std::string(op) == "aten::relu_" ? "" : " args { float_value: 0.5 }";
+        std::string extra = std::string(op) == "aten::relu_"
+                                ? ""
+                                : " args { float_value: 0.5 }";
         absl::StrAppend(&nodes, "nodes { name: \"", name, "\" call { op: \"",
                         op, "\" args { value: \"", values[a], "\" }", extra,
                         " } ", transposed[a] ? kTransposed : kSpec, " }\n");
@@ -123,7 +123,8 @@ Generated Generate(uint32_t seed, bool capability) {
       default: {  // a metadata read
         absl::StrAppend(&nodes, "nodes { name: \"", name,
                         "\" call { op: \"aten::sym_size.int\" args { value: \"",
-                        values[a], "\" } args { int_value: 0 } } scalar: "
+                        values[a],
+                        "\" } args { int_value: 0 } } scalar: "
                         "SCALAR_INT }\n");
         break;
       }
@@ -132,10 +133,11 @@ Generated Generate(uint32_t seed, bool capability) {
   std::string outputs;
   const int count = 1 + pick(3);
   for (int k = 0; k < count; ++k)
-    absl::StrAppend(&outputs, " values { value: \"",
-                    values[values.size() - 1 - pick(static_cast<int>(
-                                                   std::min<size_t>(values.size(), 4)))],
-                    "\" }");
+    absl::StrAppend(
+        &outputs, " values { value: \"",
+        values[values.size() - 1 -
+               pick(static_cast<int>(std::min<size_t>(values.size(), 4)))],
+        "\" }");
   absl::StrAppend(&nodes, "nodes { name: \"output\" output {", outputs,
                   " } }\n");
   g.skip_h2d = pick(3) == 0;
@@ -215,8 +217,10 @@ TEST_P(RandomPrograms, LowerIdempotentlyAndMatchEagerOnSim) {
     absl::StatusOr<VerifyReport> report =
         VerifyPrograms(original, result->program, options);
     ASSERT_TRUE(report.ok()) << "seed " << seed << ": " << report.status();
-    EXPECT_TRUE(report->ok) << "seed " << seed << ": " << report->Summary()
-                            << "\n" << g.text << "\n" << ToText(once);
+    EXPECT_TRUE(report->ok)
+        << "seed " << seed << ": " << report->Summary() << "\n"
+        << g.text << "\n"
+        << ToText(once);
     if (!report->ok) break;
   }
   EXPECT_GT(lowered, static_cast<int>(seeds / 2));

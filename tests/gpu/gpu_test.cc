@@ -328,8 +328,7 @@ TEST_F(GpuTest, MatrixProductsThroughCublas) {
 Program Embedded(const std::string& name, bool validates = true) {
   auto it = EmbeddedPrograms().find(name);
   EXPECT_NE(it, EmbeddedPrograms().end()) << name;
-  const std::string text =
-      it == EmbeddedPrograms().end() ? "" : it->second;
+  const std::string text = it == EmbeddedPrograms().end() ? "" : it->second;
   return validates ? ParseProgram(text) : ParseProgramUnvalidated(text);
 }
 

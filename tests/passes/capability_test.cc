@@ -195,9 +195,9 @@ TEST(Capability, ClaimsOnlyWhatTheTargetBackendDeclares) {
 }
 
 TEST(Capability, TagOnAnOperatorTheBackendDoesNotRunIsAnError) {
-  Program p = ParseProgram(MethodText(
-      "f", Input("a") + Call("t", "aten::sin", {"a"}, "d0") +
-               Call("u", "aten::cos", {"t"}, "d0") + Output({"u"})));
+  Program p = ParseProgram(
+      MethodText("f", Input("a") + Call("t", "aten::sin", {"a"}, "d0") +
+                          Call("u", "aten::cos", {"t"}, "d0") + Output({"u"})));
   LowerOptions options = ParseOptions("", p);
   options.backend_operators.by_backend = {{"FerryCudaBackend", {"aten::sin"}}};
   Diagnostics d;

@@ -79,15 +79,15 @@ TEST(PlanMemory, ChainReusesFreedBytes) {
 }
 
 TEST(PlanMemory, ViewsAndInPlaceResultsShareTheirRoot) {
-  Program p = LowerText(
-      MethodText("f", Input("a") + Call("t", "aten::sin", {"a"}) +
-                          Call("v", "aten::view", {"t"}, "", {16},
-                               "args { ints { values: 16 } }") +
-                          Call("r", "aten::relu_", {"v"}, "", {16}) +
-                          Call("s", "aten::cos", {"a"}) +
-                          Call("o", "aten::add.Tensor", {"s", "t"}) +
-                          Output({"o"})),
-      "");
+  Program p =
+      LowerText(MethodText("f", Input("a") + Call("t", "aten::sin", {"a"}) +
+                                    Call("v", "aten::view", {"t"}, "", {16},
+                                         "args { ints { values: 16 } }") +
+                                    Call("r", "aten::relu_", {"v"}, "", {16}) +
+                                    Call("s", "aten::cos", {"a"}) +
+                                    Call("o", "aten::add.Tensor", {"s", "t"}) +
+                                    Output({"o"})),
+                "");
   const Method& m = p.methods[0];
   const MemoryPlacement& t = m.nodes[Find(m, "t")].tensor.memory;
   EXPECT_TRUE(t.planned);
@@ -125,8 +125,8 @@ TEST(PlanMemory, GraphInputsAndOutputsFollowTheAllocOptions) {
   const Method& m = planned.methods[0];
   EXPECT_TRUE(m.nodes[Find(m, "a")].tensor.memory.planned);
   EXPECT_TRUE(m.nodes[Find(m, "u")].tensor.memory.planned);
-  Program unplanned = LowerText(
-      program, "alloc_graph_input: false alloc_graph_output: false");
+  Program unplanned =
+      LowerText(program, "alloc_graph_input: false alloc_graph_output: false");
   const Method& n = unplanned.methods[0];
   EXPECT_FALSE(n.nodes[Find(n, "a")].tensor.memory.planned);
   EXPECT_FALSE(n.nodes[Find(n, "u")].tensor.memory.planned);

@@ -450,41 +450,42 @@ TEST(ExecutorTest, ConstantDataIsReadWithItsLayout) {
 // handed programs directly, refuses it too.
 TEST(ExecutorTest, PlannedValueOutsideItsArenaIsAnErrorNamingTheNode) {
   Diagnostics validation;
-  Program program = ParseProgramUnvalidated(R"pb(
-    methods {
-      name: "forward"
-      nodes {
-        name: "x"
-        input { kind: USER_INPUT }
-        tensor {
-          dtype: F32
-          sizes: [ 4 ]
-          memory { size: 16 planned: true }
+  Program program = ParseProgramUnvalidated(
+      R"pb(
+        methods {
+          name: "forward"
+          nodes {
+            name: "x"
+            input { kind: USER_INPUT }
+            tensor {
+              dtype: F32
+              sizes: [ 4 ]
+              memory { size: 16 planned: true }
+            }
+          }
+          nodes {
+            name: "y"
+            call {
+              op: "aten::relu"
+              args { value: "x" }
+            }
+            tensor {
+              dtype: F32
+              sizes: [ 4 ]
+              memory { offset: 16 size: 16 planned: true }
+            }
+          }
+          nodes {
+            name: "output"
+            output { values { value: "y" } }
+          }
+          arenas {
+            device { type: "cpu" }
+            size: 24
+          }
         }
-      }
-      nodes {
-        name: "y"
-        call {
-          op: "aten::relu"
-          args { value: "x" }
-        }
-        tensor {
-          dtype: F32
-          sizes: [ 4 ]
-          memory { offset: 16 size: 16 planned: true }
-        }
-      }
-      nodes {
-        name: "output"
-        output { values { value: "y" } }
-      }
-      arenas {
-        device { type: "cpu" }
-        size: 24
-      }
-    }
-  )pb",
-                                            &validation);
+      )pb",
+      &validation);
   ASSERT_EQ(validation.items().size(), 1u)
       << FormatDiagnosticsText(validation, "test");
   EXPECT_EQ(validation.items()[0].code, "FERRY-E0208");
@@ -671,8 +672,8 @@ TEST(ExecutorTest, GeneratedUserInputsDependOnSeedMethodAndPosition) {
 }
 
 // Modules m0 .. m<depth-1>, each calling the next from `calls` (1 or 2)
-// delegates (summed), the last computing relu; `cycle`: the last calls m0 instead.
-// The method calls m0 once. Every value is f32[4] on the host.
+// delegates (summed), the last computing relu; `cycle`: the last calls m0
+// instead. The method calls m0 once. Every value is f32[4] on the host.
 std::string NestedModules(int depth, int calls = 1, bool cycle = false) {
   auto input = [](const std::string& name) {
     return absl::StrCat("nodes { name: '", name,
@@ -692,8 +693,9 @@ std::string NestedModules(int depth, int calls = 1, bool cycle = false) {
         last ? (cycle ? "m0" : "") : absl::StrCat("m", k + 1);
     std::string body = input("a");
     if (callee.empty()) {
-      body += "nodes { name: 'r' call { op: 'aten::relu' args { value: 'a' } "
-              "} tensor { dtype: F32 sizes: [4] } } ";
+      body +=
+          "nodes { name: 'r' call { op: 'aten::relu' args { value: 'a' } "
+          "} tensor { dtype: F32 sizes: [4] } } ";
     } else {
       body += delegate("r", callee);
       for (int c = 1; c < calls; ++c) {
@@ -712,8 +714,8 @@ std::string NestedModules(int depth, int calls = 1, bool cycle = false) {
     body += absl::StrCat("nodes { name: 'out' output { values { value: '",
                          result, "' } } } ");
     absl::StrAppend(&text, "modules { id: 'm", k,
-                    "' backend: 'FerryHostBackend' graph { name: 'm", k,
-                    "' ", body,
+                    "' backend: 'FerryHostBackend' graph { name: 'm", k, "' ",
+                    body,
                     "} input_layouts { dtype: F32 sizes: [4] } "
                     "returns_tuple: false } ");
   }
@@ -770,9 +772,8 @@ TEST(ExecutorTest, ModulesNestUpToTheBound) {
   Program program = ParseProgramUnvalidated(NestedModules(64), &validation);
   EXPECT_FALSE(validation.HasErrors())
       << FormatDiagnosticsText(validation, "test");
-  absl::StatusOr<std::vector<HostTensor>> out =
-      RunOnce(program, ExecutionMode::kSim,
-              {Dense(DType::kF32, {4}, {-1, 2, -3, 4})});
+  absl::StatusOr<std::vector<HostTensor>> out = RunOnce(
+      program, ExecutionMode::kSim, {Dense(DType::kF32, {4}, {-1, 2, -3, 4})});
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(Values((*out)[0]), (std::vector<double>{0, 2, 0, 4}));
 

@@ -442,7 +442,8 @@ TEST(VerifyTest, GivenInputsAreTheOnesUsed) {
   VerifyOptions options;
   options.device = VerifyDevice::kSim;
   options.inputs = {Filled("a", 1.0f), Filled("b", 2.0f), Filled("c", -3.0f)};
-  absl::StatusOr<VerifyReport> given = VerifyPrograms(original, broken, options);
+  absl::StatusOr<VerifyReport> given =
+      VerifyPrograms(original, broken, options);
   ASSERT_TRUE(given.ok()) << given.status();
   EXPECT_TRUE(given->ok) << given->Summary();
   options.inputs.clear();

@@ -49,14 +49,26 @@ v1::LowerRequest BroadcastConstantRequest() {
         nodes {
           name: "w"
           input { kind: PARAMETER target: "w" }
-          tensor { dtype: F32 sizes: 100000 sizes: 100000 strides: 0 strides: 0 }
+          tensor {
+            dtype: F32
+            sizes: 100000
+            sizes: 100000
+            strides: 0
+            strides: 0
+          }
         }
         nodes {
           name: "r"
-          call { op: "aten::relu" args { value: "w" } }
+          call {
+            op: "aten::relu"
+            args { value: "w" }
+          }
           tensor { dtype: F32 sizes: 100000 sizes: 100000 }
         }
-        nodes { name: "output" output { values { value: "r" } } }
+        nodes {
+          name: "output"
+          output { values { value: "r" } }
+        }
       }
       constants {
         name: "w"
@@ -69,19 +81,17 @@ v1::LowerRequest BroadcastConstantRequest() {
 // An f32[20000,20000] input (1.6 GB to generate), or one with a storage
 // offset of 2^32 elements.
 v1::LowerRequest HugeInputRequest(bool far_offset) {
-  std::string spec =
-      far_offset ? "dtype: F32 sizes: 4 storage_offset: 4294967296"
-                 : "dtype: F32 sizes: 20000 sizes: 20000";
+  std::string spec = far_offset
+                         ? "dtype: F32 sizes: 4 storage_offset: 4294967296"
+                         : "dtype: F32 sizes: 20000 sizes: 20000";
   return ParseRequest(absl::StrCat(R"pb(
-    program {
-      methods {
-        name: "forward"
-        nodes {
-          name: "x"
-          input { kind: USER_INPUT }
-          tensor { )pb",
-                                   spec, R"pb( }
-        }
+                                     program { methods {
+                                       name: "forward"
+                                       nodes { name: "x"
+                                               input { kind: USER_INPUT }
+                                               tensor {)pb",
+                                   spec, R"pb(}
+                                              }
         nodes { name: "output" output { values { value: "x" } } }
       }
     })pb"));
@@ -100,7 +110,10 @@ v1::LowerRequest SelfCallingModuleRequest() {
         }
         nodes {
           name: "d"
-          delegate { module: "loop" args { value: "a" } }
+          delegate {
+            module: "loop"
+            args { value: "a" }
+          }
           tuple { elements { dtype: F32 sizes: 4 } }
         }
         nodes {
@@ -108,7 +121,10 @@ v1::LowerRequest SelfCallingModuleRequest() {
           getitem { source: "d" index: 0 }
           tensor { dtype: F32 sizes: 4 }
         }
-        nodes { name: "output" output { values { value: "t" } } }
+        nodes {
+          name: "output"
+          output { values { value: "t" } }
+        }
       }
       modules {
         id: "loop"
@@ -122,7 +138,10 @@ v1::LowerRequest SelfCallingModuleRequest() {
           }
           nodes {
             name: "again"
-            delegate { module: "loop" args { value: "x" } }
+            delegate {
+              module: "loop"
+              args { value: "x" }
+            }
             tuple { elements { dtype: F32 sizes: 4 } }
           }
           nodes {
@@ -130,7 +149,10 @@ v1::LowerRequest SelfCallingModuleRequest() {
             getitem { source: "again" index: 0 }
             tensor { dtype: F32 sizes: 4 }
           }
-          nodes { name: "output" output { values { value: "y" } } }
+          nodes {
+            name: "output"
+            output { values { value: "y" } }
+          }
         }
         input_layouts { dtype: F32 sizes: 4 }
         returns_tuple: true
@@ -220,8 +242,7 @@ grpc::Status SendGarbage(grpc::GenericStub& stub, std::mt19937& random,
     std::string body;
     if (response.Dump(&slices).ok()) {
       for (const grpc::Slice& piece : slices) {
-        body.append(reinterpret_cast<const char*>(piece.begin()),
-                    piece.size());
+        body.append(reinterpret_cast<const char*>(piece.begin()), piece.size());
       }
     }
     *lowered = !parsed.ParseFromString(body) || parsed.ok();
@@ -259,8 +280,8 @@ TEST(SoakTest, MixedHostileLoadNeverTakesTheServerDown) {
         options.retry.max_attempts = 1;
         options.default_deadline = std::chrono::seconds(15);
       });
-      auto channel = grpc::CreateChannel(address,
-                                         grpc::InsecureChannelCredentials());
+      auto channel =
+          grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
       grpc::GenericStub generic(channel);
       std::mt19937 random(1234 + c);
       for (int i = 0; i < kMaxCallsPerClient && Clock::now() < stop; ++i) {
@@ -280,8 +301,8 @@ TEST(SoakTest, MixedHostileLoadNeverTakesTheServerDown) {
           case 2:
             kind = "valid-verify";
             must_succeed = true;
-            status = client->Verify(AsVerify(TinyRequest(random() % 50)))
-                         .status();
+            status =
+                client->Verify(AsVerify(TinyRequest(random() % 50))).status();
             break;
           case 3:
             kind = "large-lower";
@@ -295,8 +316,8 @@ TEST(SoakTest, MixedHostileLoadNeverTakesTheServerDown) {
             break;
           case 5:
             kind = "huge-input";
-            status = client->Verify(random() % 2 ? huge_input : far_offset)
-                         .status();
+            status =
+                client->Verify(random() % 2 ? huge_input : far_offset).status();
             break;
           case 6: {
             // Refused by validation: an OK response that did not lower.

@@ -34,7 +34,8 @@ ToolRun Ferry(const std::string& args, bool merge_stderr = true) {
   while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0)
     run.out.append(buffer, n);
   int status = pclose(pipe);
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  run.exit_code =
+      WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return run;
 }
 
@@ -67,7 +68,8 @@ methods {
 )";
 
 TEST_F(ToolTest, CheckAcceptsEveryExample) {
-  for (const auto& e : fs::directory_iterator(fs::path(FERRY_SOURCE_DIR) / "examples")) {
+  for (const auto& e :
+       fs::directory_iterator(fs::path(FERRY_SOURCE_DIR) / "examples")) {
     ToolRun r = Ferry("check " + e.path().string());
     EXPECT_EQ(r.exit_code, 0) << e.path() << "\n" << r.out;
   }
@@ -77,21 +79,26 @@ TEST_F(ToolTest, CheckNamesTheNodeAndTheProblemInTextAndJson) {
   std::string file = Write("broken.textproto", kBroken);
   ToolRun text = Ferry("check " + file);
   EXPECT_EQ(text.exit_code, 1);
-  EXPECT_NE(text.out.find("node 'relu_1': error[FERRY-E0102]"), std::string::npos)
+  EXPECT_NE(text.out.find("node 'relu_1': error[FERRY-E0102]"),
+            std::string::npos)
       << text.out;
   EXPECT_NE(text.out.find("'missing'"), std::string::npos);
   ToolRun json = Ferry("check --diagnostics-format=json " + file, false);
   EXPECT_EQ(json.exit_code, 1);
-  EXPECT_NE(json.out.find("\"code\":\"FERRY-E0102\""), std::string::npos) << json.out;
+  EXPECT_NE(json.out.find("\"code\":\"FERRY-E0102\""), std::string::npos)
+      << json.out;
   EXPECT_NE(json.out.find("\"nodes\":[\"relu_1\""), std::string::npos);
   EXPECT_EQ(json.out.front(), '[');
 }
 
 TEST_F(ToolTest, GarbageEmptyAndTruncatedInputIsExitTwoNeverACrash) {
   EXPECT_EQ(Ferry("check " + Write("empty.textproto", "")).exit_code, 2);
-  EXPECT_EQ(Ferry("check " + Write("junk.textproto", "}}}{{ not a program")).exit_code, 2);
+  EXPECT_EQ(Ferry("check " + Write("junk.textproto", "}}}{{ not a program"))
+                .exit_code,
+            2);
   EXPECT_EQ(Ferry("check " + Write("junk.json", "[1, 2")).exit_code, 2);
-  EXPECT_EQ(Ferry("check " + (dir_ / "does_not_exist.pb").string()).exit_code, 2);
+  EXPECT_EQ(Ferry("check " + (dir_ / "does_not_exist.pb").string()).exit_code,
+            2);
   EXPECT_EQ(Ferry("check " + Write("x.unknownext", "methods {}")).exit_code, 2);
   // Binary: every truncation of a real program, and random bytes.
   v1::LowerRequest request;
@@ -101,10 +108,12 @@ TEST_F(ToolTest, GarbageEmptyAndTruncatedInputIsExitTwoNeverACrash) {
                   .ok());
   std::string bytes;
   request.SerializeToString(&bytes);
-  for (size_t cut : {size_t{1}, bytes.size() / 3, bytes.size() / 2, bytes.size() - 1}) {
+  for (size_t cut :
+       {size_t{1}, bytes.size() / 3, bytes.size() / 2, bytes.size() - 1}) {
     ToolRun r = Ferry("lower " + Write("cut.pb", bytes.substr(0, cut)));
     EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 1 || r.exit_code == 2)
-        << "cut at " << cut << ": " << r.exit_code << "\n" << r.out;
+        << "cut at " << cut << ": " << r.exit_code << "\n"
+        << r.out;
   }
   std::mt19937 rng(11);
   std::string random(512, '\0');
@@ -117,9 +126,16 @@ TEST_F(ToolTest, UsageErrorsAreExitTwo) {
   EXPECT_EQ(Ferry("").exit_code, 2);
   EXPECT_EQ(Ferry("frobnicate").exit_code, 2);
   EXPECT_EQ(Ferry("check").exit_code, 2);
-  EXPECT_EQ(Ferry("check --bogus " + Example("two_delegates.textproto")).exit_code, 2);
-  EXPECT_EQ(Ferry("lower --constant-staging=sometimes " + Example("two_delegates.textproto")).exit_code, 2);
-  EXPECT_EQ(Ferry("check --format=yaml " + Example("two_delegates.textproto")).exit_code, 2);
+  EXPECT_EQ(
+      Ferry("check --bogus " + Example("two_delegates.textproto")).exit_code,
+      2);
+  EXPECT_EQ(Ferry("lower --constant-staging=sometimes " +
+                  Example("two_delegates.textproto"))
+                .exit_code,
+            2);
+  EXPECT_EQ(Ferry("check --format=yaml " + Example("two_delegates.textproto"))
+                .exit_code,
+            2);
 }
 
 TEST_F(ToolTest, FmtPrintsTheCanonicalTextAndFormatOverridesTheExtension) {
@@ -134,8 +150,8 @@ TEST_F(ToolTest, FmtPrintsTheCanonicalTextAndFormatOverridesTheExtension) {
 TEST_F(ToolTest, LowerWritesTheProgramAndAReport) {
   std::string out = (dir_ / "lowered.pb").string();
   ToolRun r = Ferry("lower --report=json -o " + out + " " +
-                    Example("host_relu_between_delegates.textproto"),
-                false);
+                        Example("host_relu_between_delegates.textproto"),
+                    false);
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_EQ(r.out.rfind("{\"ok\":true", 0), 0u) << r.out;
   EXPECT_NE(r.out.find("\"h2d_copies\":4"), std::string::npos) << r.out;
@@ -146,21 +162,23 @@ TEST_F(ToolTest, LowerWritesTheProgramAndAReport) {
   EXPECT_EQ(check.exit_code, 0) << check.out;
   // The text summary goes to stderr.
   ToolRun text = Ferry("lower -o " + (dir_ / "l.textproto").string() + " " +
-                   Example("two_delegates.textproto"));
+                       Example("two_delegates.textproto"));
   EXPECT_EQ(text.exit_code, 0);
-  EXPECT_NE(text.out.find("copies per call: 3 H2D"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("copies per call: 3 H2D"), std::string::npos)
+      << text.out;
   EXPECT_NE(text.out.find("delegates: 2 (cuda:0: 2)"), std::string::npos);
 }
 
 TEST_F(ToolTest, LowerFlagsOverrideTheRequest) {
-  ToolRun r = Ferry("lower --report=json --skip-h2d-inputs --skip-d2h-outputs " +
-                    Example("two_delegates.textproto"),
-                false);
+  ToolRun r =
+      Ferry("lower --report=json --skip-h2d-inputs --skip-d2h-outputs " +
+                Example("two_delegates.textproto"),
+            false);
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("\"h2d_copies\":0,\"d2h_copies\":0"), std::string::npos)
       << r.out;
   ToolRun bad = Ferry("lower --skip-h2d-inputs --no-device-memory-planning " +
-                  Example("two_delegates.textproto"));
+                      Example("two_delegates.textproto"));
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_NE(bad.out.find("FERRY-E0501"), std::string::npos) << bad.out;
 }
@@ -173,7 +191,8 @@ TEST_F(ToolTest, AllowAndDenyOpFlagsNarrowTheCapabilityPartitioner) {
   EXPECT_NE(all.out.find("\"delegates\":1,"), std::string::npos) << all.out;
   // gelu denied stays on the host and splits the delegate in two, with a
   // D2H before it and an H2D after it.
-  ToolRun denied = Ferry("lower --report=json --deny-op aten::gelu " + file, false);
+  ToolRun denied =
+      Ferry("lower --report=json --deny-op aten::gelu " + file, false);
   ASSERT_EQ(denied.exit_code, 0) << denied.out;
   EXPECT_NE(denied.out.find("\"h2d_copies\":2,\"d2h_copies\":2"),
             std::string::npos)
@@ -181,7 +200,8 @@ TEST_F(ToolTest, AllowAndDenyOpFlagsNarrowTheCapabilityPartitioner) {
   EXPECT_NE(denied.out.find("\"delegates\":2,"), std::string::npos);
   // The =VALUE form and repetition: denying mm too leaves only softmax.
   ToolRun two = Ferry(
-      "lower --report=json --deny-op=aten::gelu --deny-op aten::mm " + file, false);
+      "lower --report=json --deny-op=aten::gelu --deny-op aten::mm " + file,
+      false);
   ASSERT_EQ(two.exit_code, 0) << two.out;
   EXPECT_NE(two.out.find("\"delegates\":1,"), std::string::npos) << two.out;
   EXPECT_NE(two.out.find("\"h2d_copies\":1,\"d2h_copies\":1"),
@@ -189,7 +209,8 @@ TEST_F(ToolTest, AllowAndDenyOpFlagsNarrowTheCapabilityPartitioner) {
       << two.out;
   EXPECT_NE(two.out.find("\"h2d_bytes_per_call\":32"), std::string::npos);
   // --allow-op: only mm is claimed; gelu and softmax run on the host.
-  ToolRun allowed = Ferry("lower --report=json --allow-op aten::mm " + file, false);
+  ToolRun allowed =
+      Ferry("lower --report=json --allow-op aten::mm " + file, false);
   ASSERT_EQ(allowed.exit_code, 0) << allowed.out;
   EXPECT_NE(allowed.out.find("\"delegates\":1,"), std::string::npos);
   EXPECT_NE(allowed.out.find("\"d2h_bytes_per_call\":32"), std::string::npos)
@@ -197,7 +218,8 @@ TEST_F(ToolTest, AllowAndDenyOpFlagsNarrowTheCapabilityPartitioner) {
   // Unknown operators are the pipeline's error; a missing value is usage.
   ToolRun unknown = Ferry("lower --deny-op aten::bogus " + file);
   EXPECT_EQ(unknown.exit_code, 1);
-  EXPECT_NE(unknown.out.find("unknown operator 'aten::bogus'"), std::string::npos)
+  EXPECT_NE(unknown.out.find("unknown operator 'aten::bogus'"),
+            std::string::npos)
       << unknown.out;
   ToolRun missing = Ferry("lower " + file + " --deny-op");
   EXPECT_EQ(missing.exit_code, 2);

@@ -79,35 +79,40 @@ TEST_P(ConvolutionCheckTest, WrongDeclaredShapeIsAShapeMismatch) {
                    "dilation, bool transposed, int[] output_padding, int "
                    "groups) -> Tensor'"
                  : "";
-  const std::string text = R"pb(
-    methods {
-      name: "forward"
-      nodes {
-        name: "x"
-        input { kind: USER_INPUT }
-        tensor { dtype: F32 sizes: [ 1, 3, 8, 8 ] }
-      }
-      nodes {
-        name: "w"
-        input { kind: PARAMETER target: "w" }
-        tensor { dtype: F32 sizes: [ 4, 3, 3, 3 ] }
-      }
-      nodes {
-        name: "conv"
-        call {
-          op: "aten::convolution"
-          args { value: "x" }
-          args { value: "w" }
-          args { none {} }
-          args { ints { values: [ 1, 1 ] } }
-          args { ints { values: [ 1, 1 ] } }
-          args { ints { values: [ 1, 1 ] } }
-          args { bool_value: false }
-          args { ints { values: [ 0, 0 ] } }
-          args { int_value: 1 }
-          )pb" + schema + R"pb(
-        }
-        tensor { dtype: F32 sizes: [ 1, 4, 5, 5 ] }
+  const std::string text =
+      R"pb(
+        methods { name: "forward"
+                  nodes {
+                    name: "x"
+                    input { kind: USER_INPUT }
+                    tensor {
+                      dtype: F32
+                      sizes: [ 1, 3, 8, 8 ]
+                    }
+                  }
+                  nodes {
+                    name: "w"
+                    input { kind: PARAMETER target: "w" }
+                    tensor {
+                      dtype: F32
+                      sizes: [ 4, 3, 3, 3 ]
+                    }
+                  }
+                  nodes { name: "conv"
+                          call { op: "aten::convolution"
+                                 args { value: "x" }
+                                 args { value: "w" }
+                                 args { none {} }
+                                 args { ints { values: [ 1, 1 ] } }
+                                 args { ints { values: [ 1, 1 ] } }
+                                 args { ints { values: [ 1, 1 ] } }
+                                 args { bool_value: false }
+                                 args { ints { values: [ 0, 0 ] } }
+                                 args { int_value: 1 }
+      )pb" +
+      schema + R"pb(
+    }
+    tensor { dtype: F32 sizes: [ 1, 4, 5, 5 ] }
       }
       nodes {
         name: "out"
@@ -123,8 +128,7 @@ TEST_P(ConvolutionCheckTest, WrongDeclaredShapeIsAShapeMismatch) {
   ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &proto));
   Diagnostics imported;
   Program program = ImportProgram(proto, imported);
-  ASSERT_FALSE(imported.HasErrors())
-      << FormatDiagnosticsText(imported, "conv");
+  ASSERT_FALSE(imported.HasErrors()) << FormatDiagnosticsText(imported, "conv");
   Diagnostics diagnostics;
   EXPECT_FALSE(ValidateProgram(program, diagnostics));
   bool found = false;
@@ -147,7 +151,10 @@ TEST(SplitCheckTest, WrongDeclaredPieceIsAShapeMismatch) {
       nodes {
         name: "x"
         input { kind: USER_INPUT }
-        tensor { dtype: F32 sizes: [ 5, 4 ] }
+        tensor {
+          dtype: F32
+          sizes: [ 5, 4 ]
+        }
       }
       nodes {
         name: "parts"
@@ -157,9 +164,20 @@ TEST(SplitCheckTest, WrongDeclaredPieceIsAShapeMismatch) {
           args { int_value: 2 }
         }
         tuple {
-          elements { dtype: F32 sizes: [ 2, 4 ] }
-          elements { dtype: F32 sizes: [ 2, 4 ] storage_offset: 8 }
-          elements { dtype: F32 sizes: [ 2, 4 ] storage_offset: 16 }
+          elements {
+            dtype: F32
+            sizes: [ 2, 4 ]
+          }
+          elements {
+            dtype: F32
+            sizes: [ 2, 4 ]
+            storage_offset: 8
+          }
+          elements {
+            dtype: F32
+            sizes: [ 2, 4 ]
+            storage_offset: 16
+          }
         }
       }
       nodes {

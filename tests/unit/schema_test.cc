@@ -108,19 +108,29 @@ const std::vector<std::string>& ExpectedOps() {
 }
 
 bool IsView(const std::string& name) {
-  static const auto* views = new std::vector<std::string>{
-      "aten::view",         "aten::reshape",    "aten::transpose.int",
-      "aten::permute",      "aten::t",          "aten::expand",
-      "aten::slice.Tensor", "aten::select.int", "aten::unsqueeze",
-      "aten::squeeze.dim",  "aten::squeeze",    "aten::alias",
-      "aten::detach",       "aten::_reshape_alias", "aten::split.Tensor"};
+  static const auto* views =
+      new std::vector<std::string>{"aten::view",
+                                   "aten::reshape",
+                                   "aten::transpose.int",
+                                   "aten::permute",
+                                   "aten::t",
+                                   "aten::expand",
+                                   "aten::slice.Tensor",
+                                   "aten::select.int",
+                                   "aten::unsqueeze",
+                                   "aten::squeeze.dim",
+                                   "aten::squeeze",
+                                   "aten::alias",
+                                   "aten::detach",
+                                   "aten::_reshape_alias",
+                                   "aten::split.Tensor"};
   return std::find(views->begin(), views->end(), name) != views->end();
 }
 
 bool IsInPlace(const std::string& name) {
   static const auto* in_place = new std::vector<std::string>{
-      "aten::relu_",       "aten::add_.Tensor", "aten::add_.Scalar",
-      "aten::mul_.Tensor", "aten::mul_.Scalar", "aten::copy_",
+      "aten::relu_",        "aten::add_.Tensor", "aten::add_.Scalar",
+      "aten::mul_.Tensor",  "aten::mul_.Scalar", "aten::copy_",
       "aten::fill_.Scalar", "aten::hardtanh_"};
   return std::find(in_place->begin(), in_place->end(), name) != in_place->end();
 }

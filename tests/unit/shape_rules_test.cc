@@ -757,8 +757,8 @@ TEST(InferResultSpecsTest, UnimplementedWithoutARuleOrForSymbolicValues) {
 // "f32[1,4,8,8]" with dense strides and offset 0.
 MATCHER_P2(IsFresh, dtype, sizes, "") {
   *result_listener << SpecText(arg) << " strides " << ShapeText(arg.Strides());
-  return arg.dtype == dtype && arg.sizes == Sizes(sizes) && arg.IsContiguous() &&
-         arg.storage_offset == 0;
+  return arg.dtype == dtype && arg.sizes == Sizes(sizes) &&
+         arg.IsContiguous() && arg.storage_offset == 0;
 }
 
 TEST(ConvolutionTest, OutputSizesAsPyTorch) {
@@ -767,42 +767,42 @@ TEST(ConvolutionTest, OutputSizesAsPyTorch) {
   ValueId w = g.F32({4, 3, 3, 3});
   ValueId b = g.F32({4});
   // conv s1p1: f32[1,4,8,8]
-  EXPECT_THAT(g.One("aten::convolution", {V(x), V(w), V(b), Ints({1, 1}),
-                                          Ints({1, 1}), Ints({1, 1}), B(false),
-                                          Ints({0, 0}), I(1)}),
-              IsFresh(DType::kF32, Sizes({1, 4, 8, 8})));
+  EXPECT_THAT(
+      g.One("aten::convolution", {V(x), V(w), V(b), Ints({1, 1}), Ints({1, 1}),
+                                  Ints({1, 1}), B(false), Ints({0, 0}), I(1)}),
+      IsFresh(DType::kF32, Sizes({1, 4, 8, 8})));
   // conv s2p0d1, no bias: f32[2,4,4,3]
   ValueId x2 = g.F32({2, 3, 9, 7});
-  EXPECT_THAT(g.One("aten::convolution", {V(x2), V(w), None(), Ints({2, 2}),
-                                          Ints({0, 0}), Ints({1, 1}), B(false),
-                                          Ints({0, 0}), I(1)}),
+  EXPECT_THAT(g.One("aten::convolution",
+                    {V(x2), V(w), None(), Ints({2, 2}), Ints({0, 0}),
+                     Ints({1, 1}), B(false), Ints({0, 0}), I(1)}),
               IsFresh(DType::kF32, Sizes({2, 4, 4, 3})));
   // dilation 2, padding [2,1], groups 2: f32[1,8,10,8]
   ValueId x3 = g.F32({1, 4, 10, 10});
   ValueId w3 = g.F32({8, 2, 3, 3});
-  EXPECT_THAT(g.One("aten::convolution", {V(x3), V(w3), None(), Ints({1, 1}),
-                                          Ints({2, 1}), Ints({2, 2}), B(false),
-                                          Ints({0, 0}), I(2)}),
+  EXPECT_THAT(g.One("aten::convolution",
+                    {V(x3), V(w3), None(), Ints({1, 1}), Ints({2, 1}),
+                     Ints({2, 2}), B(false), Ints({0, 0}), I(2)}),
               IsFresh(DType::kF32, Sizes({1, 8, 10, 8})));
   // conv1d: f32[2,6,5]
   ValueId x4 = g.F32({2, 4, 10});
   ValueId w4 = g.F32({6, 4, 3});
-  EXPECT_THAT(g.One("aten::convolution",
-                    {V(x4), V(w4), None(), Ints({2}), Ints({1}), Ints({1}),
-                     B(false), Ints({0}), I(1)}),
-              IsFresh(DType::kF32, Sizes({2, 6, 5})));
+  EXPECT_THAT(
+      g.One("aten::convolution", {V(x4), V(w4), None(), Ints({2}), Ints({1}),
+                                  Ints({1}), B(false), Ints({0}), I(1)}),
+      IsFresh(DType::kF32, Sizes({2, 6, 5})));
   // transposed, output_padding 1: f32[1,2,10,10]
   ValueId x5 = g.F32({1, 4, 5, 5});
   ValueId w5 = g.F32({4, 2, 3, 3});
-  EXPECT_THAT(g.One("aten::convolution", {V(x5), V(w5), None(), Ints({2, 2}),
-                                          Ints({1, 1}), Ints({1, 1}), B(true),
-                                          Ints({1, 1}), I(1)}),
+  EXPECT_THAT(g.One("aten::convolution",
+                    {V(x5), V(w5), None(), Ints({2, 2}), Ints({1, 1}),
+                     Ints({1, 1}), B(true), Ints({1, 1}), I(1)}),
               IsFresh(DType::kF32, Sizes({1, 2, 10, 10})));
   // transposed, groups 2: f32[1,6,9,9]
   ValueId w6 = g.F32({4, 3, 3, 3});
-  EXPECT_THAT(g.One("aten::convolution", {V(x5), V(w6), None(), Ints({2, 2}),
-                                          Ints({1, 1}), Ints({1, 1}), B(true),
-                                          Ints({0, 0}), I(2)}),
+  EXPECT_THAT(g.One("aten::convolution",
+                    {V(x5), V(w6), None(), Ints({2, 2}), Ints({1, 1}),
+                     Ints({1, 1}), B(true), Ints({0, 0}), I(2)}),
               IsFresh(DType::kF32, Sizes({1, 6, 9, 9})));
 }
 
@@ -812,10 +812,10 @@ TEST(ConvolutionTest, BadOperandsAreShapeErrors) {
   ValueId w = g.F32({4, 2, 3, 3});
   auto conv = [&](ValueId weight, Argument bias, Argument padding,
                   int64_t groups) {
-    return g.Error("aten::convolution",
-                   {V(x), V(weight), std::move(bias), Ints({1, 1}),
-                    std::move(padding), Ints({1, 1}), B(false), Ints({0, 0}),
-                    I(groups)});
+    return g.Error(
+        "aten::convolution",
+        {V(x), V(weight), std::move(bias), Ints({1, 1}), std::move(padding),
+         Ints({1, 1}), B(false), Ints({0, 0}), I(groups)});
   };
   EXPECT_THAT(conv(w, None(), Ints({1, 1}), 1),
               HasSubstr("expects 2 input channels, but 'input' has 3"));
@@ -834,13 +834,13 @@ TEST(ConvolutionTest, BadOperandsAreShapeErrors) {
 
 TEST(MaxPoolTest, ValuesAndIndices) {
   Graph g;
-  absl::StatusOr<std::vector<TensorSpec>> specs =
-      g.Infer("aten::max_pool2d_with_indices",
-              {V(g.F32({1, 64, 112, 112})), Ints({3, 3}), Ints({2, 2}),
-               Ints({1, 1})});
+  absl::StatusOr<std::vector<TensorSpec>> specs = g.Infer(
+      "aten::max_pool2d_with_indices",
+      {V(g.F32({1, 64, 112, 112})), Ints({3, 3}), Ints({2, 2}), Ints({1, 1})});
   ASSERT_TRUE(specs.ok()) << specs.status();
-  EXPECT_THAT(*specs, ElementsAre(IsFresh(DType::kF32, Sizes({1, 64, 56, 56})),
-                                  IsFresh(DType::kI64, Sizes({1, 64, 56, 56}))));
+  EXPECT_THAT(*specs,
+              ElementsAre(IsFresh(DType::kF32, Sizes({1, 64, 56, 56})),
+                          IsFresh(DType::kI64, Sizes({1, 64, 56, 56}))));
   // ceil_mode: [2,3,4,4] (floor would give 3).
   specs = g.Infer("aten::max_pool2d_with_indices",
                   {V(g.F32({2, 3, 7, 7})), Ints({2, 2}), Ints({2, 2}),
@@ -873,13 +873,13 @@ TEST(BatchNormTest, StatisticsAreCOrEmptyInEvalMode) {
     s.sizes = std::move(sizes);
     return s;
   };
-  std::vector<Argument> eval = {V(x), V(c), V(c), V(c), V(c), B(false),
-                                F(0.1), F(1e-5)};
+  std::vector<Argument> eval = {V(x), V(c),     V(c),   V(c),
+                                V(c), B(false), F(0.1), F(1e-5)};
   // As the meta kernel (and the frontend) declare them: [3].
-  absl::StatusOr<std::vector<TensorSpec>> specs = g.InferDeclared(
-      "aten::native_batch_norm", eval,
-      {spec(DType::kF32, {2, 3, 4, 4}), spec(DType::kF32, {3}),
-       spec(DType::kF32, {3})});
+  absl::StatusOr<std::vector<TensorSpec>> specs =
+      g.InferDeclared("aten::native_batch_norm", eval,
+                      {spec(DType::kF32, {2, 3, 4, 4}), spec(DType::kF32, {3}),
+                       spec(DType::kF32, {3})});
   ASSERT_TRUE(specs.ok()) << specs.status();
   EXPECT_THAT(*specs, ElementsAre(IsFresh(DType::kF32, Sizes({2, 3, 4, 4})),
                                   IsFresh(DType::kF32, Sizes({3})),
@@ -898,14 +898,14 @@ TEST(BatchNormTest, StatisticsAreCOrEmptyInEvalMode) {
        spec(DType::kF32, {0})});
   ASSERT_TRUE(specs.ok()) << specs.status();
   EXPECT_THAT((*specs)[2], IsFresh(DType::kF32, Sizes({3})));
-  EXPECT_THAT(g.Error("aten::native_batch_norm",
-                      {V(x), V(g.F32({4})), None(), V(c), V(c), B(false),
-                       F(0.1), F(1e-5)}),
-              HasSubstr("'weight' has sizes [4], not [3]"));
-  EXPECT_THAT(g.Error("aten::native_batch_norm",
-                      {V(x), None(), None(), None(), None(), B(false), F(0.1),
-                       F(1e-5)}),
-              HasSubstr("'running_mean' is needed in eval mode"));
+  EXPECT_THAT(
+      g.Error("aten::native_batch_norm", {V(x), V(g.F32({4})), None(), V(c),
+                                          V(c), B(false), F(0.1), F(1e-5)}),
+      HasSubstr("'weight' has sizes [4], not [3]"));
+  EXPECT_THAT(
+      g.Error("aten::native_batch_norm", {V(x), None(), None(), None(), None(),
+                                          B(false), F(0.1), F(1e-5)}),
+      HasSubstr("'running_mean' is needed in eval mode"));
 }
 
 TEST(ElementwiseTest, HardtanhAndMaskedFill) {
@@ -938,8 +938,9 @@ TEST(ViewTest, DetachReshapeAliasUnsafeViewSplit) {
   ValueId x = g.F32({2, 3, 4});
   EXPECT_THAT(g.One("aten::_reshape_alias", {V(x), Ints({6, 4}), Ints({4, 1})}),
               IsLayout(Sizes({6, 4}), Sizes({4, 1}), 0));
-  EXPECT_THAT(g.Error("aten::_reshape_alias", {V(x), Ints({6, 5}), Ints({5, 1})}),
-              HasSubstr("size [6,5] is invalid for [2,3,4]"));
+  EXPECT_THAT(
+      g.Error("aten::_reshape_alias", {V(x), Ints({6, 5}), Ints({5, 1})}),
+      HasSubstr("size [6,5] is invalid for [2,3,4]"));
   EXPECT_THAT(g.One("aten::_unsafe_view", {V(x), Ints({4, -1})}),
               IsFresh(DType::kF32, Sizes({4, 6})));
 
@@ -967,8 +968,8 @@ TEST(ReductionTest, MeanDimOfAFeatureMap) {
 
 TEST(AttentionTest, EmbeddingAndSoftmaxes) {
   Graph g;
-  EXPECT_THAT(g.One("aten::embedding", {V(g.F32({10, 5})),
-                                        V(g.Tensor(DType::kI64, {2, 3}))}),
+  EXPECT_THAT(g.One("aten::embedding",
+                    {V(g.F32({10, 5})), V(g.Tensor(DType::kI64, {2, 3}))}),
               IsFresh(DType::kF32, Sizes({2, 3, 5})));
   absl::StatusOr<std::vector<TensorSpec>> float_ids =
       g.Infer("aten::embedding", {V(g.F32({10, 5})), V(g.F32({2, 3}))});
@@ -990,9 +991,8 @@ TEST(AttentionTest, NativeMultiHeadAttention) {
   ValueId proj_w = g.F32({8, 8});
   ValueId proj_b = g.F32({8});
   auto mha = [&](std::vector<Argument> tail) {
-    std::vector<Argument> args = {V(q),     V(q),      V(q),      I(8),
-                                  I(2),     V(qkv_w),  V(qkv_b),  V(proj_w),
-                                  V(proj_b)};
+    std::vector<Argument> args = {V(q),     V(q),     V(q),      I(8),     I(2),
+                                  V(qkv_w), V(qkv_b), V(proj_w), V(proj_b)};
     for (Argument& a : tail) args.push_back(std::move(a));
     return g.Infer("aten::_native_multi_head_attention", std::move(args));
   };
@@ -1021,8 +1021,9 @@ TEST(CreationTest, ArangeLengthsAndDtypes) {
   EXPECT_THAT(g.One("aten::arange", {I(5)}), IsFresh(DType::kI64, Sizes({5})));
   EXPECT_THAT(g.One("aten::arange", {F(2.5)}),
               IsFresh(DType::kF32, Sizes({3})));
-  EXPECT_THAT(g.One("aten::arange", {I(3), Named("dtype", DTypeArg(DType::kF16))}),
-              IsFresh(DType::kF16, Sizes({3})));
+  EXPECT_THAT(
+      g.One("aten::arange", {I(3), Named("dtype", DTypeArg(DType::kF16))}),
+      IsFresh(DType::kF16, Sizes({3})));
   EXPECT_THAT(g.One("aten::arange.start", {I(2), I(7)}),
               IsFresh(DType::kI64, Sizes({5})));
   EXPECT_THAT(g.One("aten::arange.start_step", {I(0), I(10), I(3)}),
@@ -1044,8 +1045,9 @@ TEST(CreationTest, OnesZerosEmptyTriu) {
   Graph g;
   EXPECT_THAT(g.One("aten::ones", {Ints({2, 3})}),
               IsFresh(DType::kF32, Sizes({2, 3})));
-  EXPECT_THAT(g.One("aten::ones", {Ints({4}), Named("dtype", DTypeArg(DType::kI64))}),
-              IsFresh(DType::kI64, Sizes({4})));
+  EXPECT_THAT(
+      g.One("aten::ones", {Ints({4}), Named("dtype", DTypeArg(DType::kI64))}),
+      IsFresh(DType::kI64, Sizes({4})));
   EXPECT_THAT(g.One("aten::zeros", {Ints({0})}),
               IsFresh(DType::kF32, Sizes({0})));
   EXPECT_THAT(g.One("aten::empty.memory_format",

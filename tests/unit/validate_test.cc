@@ -817,10 +817,10 @@ TEST(ValidateTest, ModuleGraphsAreValidatedAsMethods) {
 // runtime (so `ferry check` was clean but `ferry verify` could not run it).
 
 TEST(ValidateTest, OutputsMustBeValues) {
-  Diagnostics d = ValidateText(Forward(
-      std::string(kXY) +
-      "nodes { name: 'out' output { values { value: 'x' } values { "
-      "int_value: 3 } values { } } }"));
+  Diagnostics d = ValidateText(
+      Forward(std::string(kXY) +
+              "nodes { name: 'out' output { values { value: 'x' } values { "
+              "int_value: 3 } values { } } }"));
   ASSERT_EQ(d.items().size(), 2u) << FormatDiagnosticsText(d, "test");
   EXPECT_EQ(d.items()[0].code, codes::kOutputNotAValue);
   EXPECT_EQ(d.items()[0].message,
@@ -963,9 +963,9 @@ TEST(ValidateTest, PlannedValuesLieInsideTheirArenas) {
         x_memory + " } } } " + Output("x") + " " + arenas);
   };
   const std::string one_arena = "arenas { device { type: 'cpu' } size: 64 }";
-  EXPECT_THAT(ValidateText(program("size: 64 planned: true", one_arena))
-                  .items(),
-              IsEmpty());
+  EXPECT_THAT(
+      ValidateText(program("size: 64 planned: true", one_arena)).items(),
+      IsEmpty());
   Diagnostic arena =
       Only(ValidateText(program("arena: 1 size: 64 planned: true", one_arena)));
   EXPECT_EQ(arena.code, codes::kBadPlacement);
@@ -980,8 +980,8 @@ TEST(ValidateTest, PlannedValuesLieInsideTheirArenas) {
   Diagnostic too_small =
       Only(ValidateText(program("size: 32 planned: true", one_arena)));
   EXPECT_EQ(too_small.code, codes::kBadPlacement);
-  Diagnostics negative = ValidateText(
-      program("size: 64 planned: true", "arenas { size: -64 }"));
+  Diagnostics negative =
+      ValidateText(program("size: 64 planned: true", "arenas { size: -64 }"));
   ASSERT_FALSE(negative.items().empty());
   EXPECT_EQ(negative.items()[0].code, codes::kBadPlacement);
   EXPECT_EQ(negative.items()[0].message,
@@ -996,8 +996,7 @@ std::string NestedDelegate(const std::string& outer_target,
                    const std::string& body) {
     std::string text = "modules { id: '" + id + "' backend: 'B' ";
     if (!target.empty())
-      text += "compile_specs { key: 'target_device' value: '" + target +
-              "' } ";
+      text += "compile_specs { key: 'target_device' value: '" + target + "' } ";
     return text + "graph { name: '" + id + "' " +
            Input("a", "dtype: F32 sizes: [4, 4]") + body +
            " } input_layouts { dtype: F32 sizes: [4, 4] } returns_tuple: "
@@ -1022,8 +1021,7 @@ std::string NestedDelegate(const std::string& outer_target,
 TEST(ValidateTest, NestedDelegatesRunOnTheirParentsDevice) {
   EXPECT_THAT(ValidateText(NestedDelegate("cuda:0", "cuda:0")).items(),
               IsEmpty());
-  EXPECT_THAT(ValidateText(NestedDelegate("cuda:0", "cpu")).items(),
-              IsEmpty());
+  EXPECT_THAT(ValidateText(NestedDelegate("cuda:0", "cpu")).items(), IsEmpty());
   Diagnostic other = Only(ValidateText(NestedDelegate("cuda:0", "cuda:1")));
   EXPECT_EQ(other.code, codes::kNestedDelegateDevice);
   EXPECT_EQ(FirstNode(other), "call_inner");
@@ -1086,8 +1084,9 @@ std::string NestedModules(int depth, int calls = 1, bool cycle = false) {
     std::string body = Input("a", "dtype: F32 sizes: [4]");
     std::string result = "r";
     if (callee.empty()) {
-      body += "nodes { name: 'r' call { op: 'aten::relu' args { value: 'a' } "
-              "} tensor { dtype: F32 sizes: [4] } } ";
+      body +=
+          "nodes { name: 'r' call { op: 'aten::relu' args { value: 'a' } "
+          "} tensor { dtype: F32 sizes: [4] } } ";
     } else {
       body += delegate("r", callee);
       if (calls == 2) {
@@ -1098,8 +1097,10 @@ std::string NestedModules(int depth, int calls = 1, bool cycle = false) {
         result = "s";
       }
     }
-    text += "modules { id: '" + id + "' backend: 'FerryHostBackend' graph { "
-            "name: '" + id + "' " + body + Output(result) +
+    text += "modules { id: '" + id +
+            "' backend: 'FerryHostBackend' graph { "
+            "name: '" +
+            id + "' " + body + Output(result) +
             " } input_layouts { dtype: F32 sizes: [4] } returns_tuple: false "
             "} ";
   }
