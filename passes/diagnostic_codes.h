@@ -43,6 +43,8 @@ inline constexpr char kConstantLayout[] =
     "FERRY-E0207";  // node reads a constant in another layout
 inline constexpr char kBadPlacement[] =
     "FERRY-E0208";  // memory placement outside its arena
+inline constexpr char kBadBlobRef[] =
+    "FERRY-E0209";  // data_digest malformed, of the wrong size, or with data
 
 // --- Operator schemas and shapes
 // ---------------------------------------------------

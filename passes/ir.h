@@ -277,10 +277,20 @@ struct Method {
   std::string ValueName(ValueId v) const;
 };
 
+// A constant's data by reference: a blob the service stores (Constant's
+// `data_digest` on the wire).
+struct BlobRef {
+  std::string hash;  // lowercase hex SHA-256
+  int64_t size_bytes = 0;
+};
+
 struct Constant {
   std::string name;
   TensorSpec spec;
   std::optional<std::string> data;
+  // Instead of `data` (never both): the bytes are a blob, fetched only by
+  // what needs them (LowerOptions::fetch_blob, the service's Verify).
+  std::optional<BlobRef> data_digest;
   uint64_t seed = 0;
 };
 

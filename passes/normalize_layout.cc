@@ -30,6 +30,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "passes/alias.h"
 #include "passes/diagnostic_codes.h"
 #include "passes/resource_limits.h"
@@ -110,9 +111,14 @@ class Relayout {
  public:
   explicit Relayout(const LowerOptions& options)
       : limits_(options.limits),
-        allowed_(ExpansionAllowance(options.request_bytes, options.limits)) {}
+        allowed_(ExpansionAllowance(options.request_bytes, options.limits)),
+        fetch_blob_(options.fetch_blob) {}
 
   absl::Status Run(Constant& constant) {
+    if (constant.data_digest) {
+      if (absl::Status fetched = FetchBlob(constant); !fetched.ok())
+        return fetched;
+    }
     if (constant.data) {
       std::optional<int64_t> span = constant.spec.StorageBytes();
       if (span && *span <= static_cast<int64_t>(constant.data->size())) {
@@ -144,8 +150,25 @@ class Relayout {
     return absl::OkStatus();
   }
 
+  // The blob's bytes become the constant's data: rewriting them is this
+  // pass's job, and without them the new layout would describe other bytes.
+  absl::Status FetchBlob(Constant& constant) {
+    if (!fetch_blob_)
+      return absl::FailedPreconditionError(absl::StrCat(
+          "constant '", constant.name, "' is stored with strides ",
+          absl::StrJoin(constant.spec.strides, ","),
+          " and must be re-laid out, but its data is blob ",
+          constant.data_digest->hash, " and no blob store was given"));
+    absl::StatusOr<std::string> bytes = fetch_blob_(*constant.data_digest);
+    if (!bytes.ok()) return bytes.status();
+    constant.data = *std::move(bytes);
+    constant.data_digest.reset();
+    return absl::OkStatus();
+  }
+
   const ResourceLimits& limits_;
   const int64_t allowed_;
+  const BlobFetcher& fetch_blob_;
   int64_t added_ = 0;  // bytes of data this pass has added so far
 };
 

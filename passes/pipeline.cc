@@ -219,7 +219,8 @@ namespace {
 absl::StatusOr<LowerResult> LowerUnguarded(const v1::LowerRequest& request,
                                            const ContinueFn& keep_going,
                                            const ResourceLimits& limits,
-                                           const BackendOperators& backends) {
+                                           const BackendOperators& backends,
+                                           const BlobFetcher& fetch_blob) {
   using Clock = std::chrono::steady_clock;
   LowerResult result;
   std::vector<PassTiming> timings;
@@ -253,6 +254,7 @@ absl::StatusOr<LowerResult> LowerUnguarded(const v1::LowerRequest& request,
   // allocate against these before allocating it.
   options.limits = limits;
   options.backend_operators = backends;
+  options.fetch_blob = fetch_blob;
   options.request_bytes = static_cast<int64_t>(request.ByteSizeLong());
   if (absl::Status addressable = CheckAddressable(program); !addressable.ok())
     return addressable;
@@ -292,9 +294,10 @@ absl::StatusOr<LowerResult> LowerUnguarded(const v1::LowerRequest& request,
 absl::StatusOr<LowerResult> Lower(const v1::LowerRequest& request,
                                   const ContinueFn& keep_going,
                                   const ResourceLimits& limits,
-                                  const BackendOperators& backends) {
+                                  const BackendOperators& backends,
+                                  const BlobFetcher& fetch_blob) {
   try {
-    return LowerUnguarded(request, keep_going, limits, backends);
+    return LowerUnguarded(request, keep_going, limits, backends, fetch_blob);
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError(
         "out of memory while lowering the program");

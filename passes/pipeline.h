@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "passes/diagnostics.h"
 #include "passes/ir.h"
 #include "passes/resource_limits.h"
@@ -34,6 +35,9 @@ struct BackendOperators {
 };
 
 // Options of one lowering, resolved from ferry.v1.LowerOptions.
+// The bytes of a blob, FAILED_PRECONDITION when there is none.
+using BlobFetcher = std::function<absl::StatusOr<std::string>(const BlobRef&)>;
+
 struct LowerOptions {
   struct MethodFlag {
     bool default_value = false;
@@ -62,6 +66,10 @@ struct LowerOptions {
   // and the request's serialized size, for max_expansion.
   ResourceLimits limits;
   int64_t request_bytes = 0;
+  // Not from the wire: the bytes of a constant given as a blob, for a pass
+  // that must rewrite them (normalize_layout); empty: such a constant is an
+  // error. The fetcher checks the bytes against the digest.
+  BlobFetcher fetch_blob;
 };
 
 // Converts the wire options, reporting malformed ones (unknown partitioner
@@ -115,7 +123,8 @@ struct LowerResult {
 absl::StatusOr<LowerResult> Lower(const v1::LowerRequest& request,
                                   const ContinueFn& keep_going = {},
                                   const ResourceLimits& limits = {},
-                                  const BackendOperators& backends = {});
+                                  const BackendOperators& backends = {},
+                                  const BlobFetcher& fetch_blob = {});
 
 // Counts the copies and delegates of an already lowered program.
 LowerStats CountStats(const Program& program);

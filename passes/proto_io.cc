@@ -674,6 +674,9 @@ Program ImportProgram(const v1::Program& proto, Diagnostics& diagnostics) {
                         {c.name()});
     constant.spec = specs.Import(c.spec(), c.name());
     if (c.has_data()) constant.data = c.data();
+    if (c.has_data_digest())
+      constant.data_digest =
+          BlobRef{c.data_digest().hash(), c.data_digest().size_bytes()};
     constant.seed = c.seed();
     program.constants.push_back(std::move(constant));
   }
@@ -735,6 +738,10 @@ void ExportProgram(const Program& program, v1::Program* proto) {
     pc->set_name(c.name);
     ExportSpec(c.spec, pc->mutable_spec());
     if (c.data) pc->set_data(*c.data);
+    if (c.data_digest) {
+      pc->mutable_data_digest()->set_hash(c.data_digest->hash);
+      pc->mutable_data_digest()->set_size_bytes(c.data_digest->size_bytes);
+    }
     pc->set_seed(c.seed);
   }
   for (const LoweredModule& m : program.modules) {

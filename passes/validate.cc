@@ -967,10 +967,51 @@ class GraphValidator {
 // --- Program level
 // ------------------------------------------------------------------
 
+bool IsLowerHex(std::string_view text) {
+  for (char c : text)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  return true;
+}
+
+void CheckBlobRef(const Constant& constant, const std::string& subject,
+                  Diagnostics& diagnostics) {
+  const BlobRef& blob = *constant.data_digest;
+  if (constant.data) {
+    diagnostics.Error(codes::kBadBlobRef,
+                      absl::StrCat(subject, " has both data and data_digest"),
+                      {constant.name},
+                      "send the bytes one way: inline or as a blob");
+    return;
+  }
+  if (blob.hash.size() != 64 || !IsLowerHex(blob.hash)) {
+    diagnostics.Error(
+        codes::kBadBlobRef,
+        absl::StrCat(subject, "'s data_digest hash '", blob.hash.substr(0, 80),
+                     "' is not 64 lowercase hex digits (SHA-256)"),
+        {constant.name});
+    return;
+  }
+  std::optional<int64_t> spans = constant.spec.StorageBytes();
+  if (spans.has_value() && *spans != blob.size_bytes) {
+    diagnostics.Error(
+        codes::kBadBlobRef,
+        absl::StrCat(subject, "'s blob has ", blob.size_bytes,
+                     " bytes, but its spec ", LayoutText(constant.spec),
+                     " spans ", *spans, " bytes"),
+        {constant.name},
+        "a blob must cover exactly the storage its spec addresses, as "
+        "inline data does");
+  }
+}
+
 void CheckConstants(const Program& program, Diagnostics& diagnostics) {
   for (const Constant& constant : program.constants) {
     std::string subject = absl::StrCat("constant '", constant.name, "'");
     if (!CheckSpec(constant.spec, subject, {constant.name}, diagnostics)) {
+      continue;
+    }
+    if (constant.data_digest) {
+      CheckBlobRef(constant, subject, diagnostics);
       continue;
     }
     if (!constant.data.has_value()) continue;

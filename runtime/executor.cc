@@ -204,6 +204,12 @@ struct ProgramState {
       return absl::InvalidArgumentError(absl::StrCat(
           "constant '", name, "' has a spec that spans no valid storage"));
     }
+    if (!constant->data && constant->data_digest) {
+      // Never generated in its place: that would verify other weights.
+      return absl::FailedPreconditionError(absl::StrCat(
+          "constant '", name, "' refers to blob ", constant->data_digest->hash,
+          " whose bytes were not resolved before execution"));
+    }
     absl::StatusOr<Storage> storage = Allocate(&devices.host(), *bytes);
     if (!storage.ok()) return storage.status();
     if (constant->data) {

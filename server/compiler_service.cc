@@ -9,18 +9,17 @@
 #include <random>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "ferry/digest.h"
 #include "ferry/v1/program.pb.h"
-#include "google/protobuf/io/coded_stream.h"
-#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "passes/pipeline.h"
 #include "passes/proto_io.h"
 #include "runtime/ops/backend_ops.h"
 #include "runtime/verify.h"
-#include "server/digest.h"
 #include "server/rpc_errors.h"
 #include "server/version.h"
 #include "server/wire_convert.h"
@@ -96,17 +95,6 @@ bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
   return difference == 0;
 }
 
-std::string DeterministicBytes(const google::protobuf::Message& message) {
-  std::string bytes;
-  {
-    google::protobuf::io::StringOutputStream stream(&bytes);
-    google::protobuf::io::CodedOutputStream coded(&stream);
-    coded.SetSerializationDeterministic(true);
-    message.SerializeToCodedStream(&coded);
-  }
-  return bytes;
-}
-
 VerifyDevice DeviceFromProto(v1::VerifyDevice device) {
   switch (device) {
     case v1::VERIFY_DEVICE_SIM:
@@ -115,6 +103,35 @@ VerifyDevice DeviceFromProto(v1::VerifyDevice device) {
       return VerifyDevice::kCuda;
     default:
       return VerifyDevice::kAuto;
+  }
+}
+
+bool HasBlobRefs(const v1::Program& program) {
+  for (const v1::Constant& constant : program.constants()) {
+    if (constant.has_data_digest()) return true;
+  }
+  return false;
+}
+
+// Puts back the data_digest of every constant of `lowered` whose bytes are
+// still the blob `original` named.
+void RestoreBlobRefs(const v1::Program& original, v1::Program& lowered) {
+  absl::flat_hash_map<std::string, const v1::Digest*> blobs;
+  for (const v1::Constant& constant : original.constants()) {
+    if (constant.has_data_digest()) {
+      blobs.emplace(constant.name(), &constant.data_digest());
+    }
+  }
+  for (v1::Constant& constant : *lowered.mutable_constants()) {
+    auto blob = blobs.find(constant.name());
+    if (blob == blobs.end() || !constant.has_data() ||
+        static_cast<int64_t>(constant.data().size()) !=
+            blob->second->size_bytes() ||
+        Sha256HexOf(constant.data()) != blob->second->hash()) {
+      continue;
+    }
+    constant.clear_data();
+    *constant.mutable_data_digest() = *blob->second;
   }
 }
 
@@ -311,6 +328,8 @@ struct CompilerService::LowerFlight {
   };
   // Empty when the request bypasses the cache (then nobody can join).
   std::string key;
+  // The result came from the shared tier, computed by another replica.
+  bool shared_hit = false;
   // The first caller's request; it stays valid until that caller is
   // finished, which is always last.
   const v1::LowerRequest* request = nullptr;
@@ -329,7 +348,20 @@ CompilerService::CompilerService(ServiceOptions options,
       logger_(logger),
       memory_(options_.max_memory_bytes),
       cache_(options_.cache_bytes, &memory_),
-      pass_names_(PipelinePassNames()) {}
+      pass_names_(PipelinePassNames()) {
+  if (!options_.redis.address.empty()) {
+    redis_ = std::make_unique<RedisStore>(options_.redis, logger_);
+    shared_cache_ = std::make_unique<SharedResultCache>(
+        *redis_, options_.result_ttl, options_.max_shared_entry_bytes);
+  }
+  if (options_.max_blob_bytes > 0) {
+    if (redis_ != nullptr) {
+      blobs_ = MakeRedisBlobStore(*redis_, options_.blob_ttl);
+    } else if (!options_.blob_dir.empty()) {
+      blobs_ = MakeDiskBlobStore(options_.blob_dir, options_.blob_dir_bytes);
+    }
+  }
+}
 
 CompilerService::~CompilerService() = default;
 
@@ -349,12 +381,24 @@ ServiceMetrics::Gauges CompilerService::Gauges() const {
   gauges.cache_entries = cache_.entries();
   gauges.cache_evictions = cache_.evictions();
   gauges.draining = draining_.load();
+  gauges.shared_cache = redis_ != nullptr;
+  gauges.shared_cache_up = redis_ != nullptr && redis_->up();
+  gauges.memory_used_bytes = memory_.used();
+  gauges.memory_limit_bytes = memory_.limit();
   return gauges;
 }
 
 bool CompilerService::Authorize(Call* call) {
+  grpc::Status refused;
+  if (AuthorizeContext(call->context(), &refused)) return true;
+  call->Complete(refused);
+  return false;
+}
+
+bool CompilerService::AuthorizeContext(grpc::CallbackServerContext& context,
+                                       grpc::Status* refused) const {
   if (options_.tokens.empty()) return true;
-  std::string header = Metadata(call->context(), "authorization");
+  std::string header = Metadata(context, "authorization");
   // RFC 6750 section 2.1: "Bearer" 1*SP token, the scheme in any case
   // (RFC 7235 section 2.1).
   constexpr absl::string_view kBearer = "bearer";
@@ -371,9 +415,9 @@ bool CompilerService::Authorize(Call* call) {
     }
   }
   if (!accepted) {
-    call->Complete(UnauthenticatedError(
+    *refused = UnauthenticatedError(
         header.empty() ? "missing 'authorization: Bearer <token>' metadata"
-                       : "bearer token not accepted"));
+                       : "bearer token not accepted");
   }
   return accepted;
 }
@@ -442,6 +486,16 @@ grpc::Status CompilerService::JobError(const absl::Status& status,
   if (std::optional<ResourceViolation> violation =
           GetResourceViolation(status)) {
     return ResourceLimitRpcError(*violation);
+  }
+  if (status.code() == absl::StatusCode::kFailedPrecondition) {
+    // A blob a pass needs (normalize_layout) that the store lacks.
+    return MissingBlobsError({std::string(status.message())},
+                             "a lowering needs this blob's bytes; upload it "
+                             "with UploadBlob, then retry");
+  }
+  if (status.code() == absl::StatusCode::kUnavailable) {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        absl::StrCat(what, ": ", status.message()));
   }
   if (status.code() == absl::StatusCode::kResourceExhausted) {
     return OutOfMemoryError(absl::StrCat("while ", what),
@@ -561,8 +615,7 @@ grpc::ServerUnaryReactor* CompilerService::StartLower(
   flight->waiters.push_back({call, response});
   bool bypass = Metadata(*context, kCacheControlHeader) == "bypass";
   if (options_.cache_bytes > 0 && !bypass) {
-    std::string key = Sha256Hex({"ferry.v1.Compiler/Lower", kCompilerVersion,
-                                 DeterministicBytes(*request)});
+    std::string key = LowerRequestDigest(*request, kCompilerVersion);
     std::unique_lock<std::mutex> lock(flights_mutex_);
     if (ResultCache::Value hit = cache_.Lookup(key)) {
       lock.unlock();
@@ -649,8 +702,26 @@ void CompilerService::RunLowerFlight(LowerFlight& flight) {
     return;
   }
 
-  absl::StatusOr<LowerResult> result = ferry::Lower(
-      *flight.request, keep_going, options_.limits, DeclaredBackendOperators());
+  if (!flight.key.empty() && shared_cache_ != nullptr) {
+    if (std::shared_ptr<const v1::LowerResponse> hit =
+            SharedLookup(flight.key)) {
+      flight.shared_hit = true;
+      FinishLowerFlight(flight, grpc::Status::OK, std::move(hit), nullptr);
+      return;
+    }
+  }
+  Call* first = flight.waiters.front().call;  // finished last
+  MemoryBudget::Charge job_memory;
+  if (std::optional<grpc::Status> refused = ChargeJobMemory(
+          first, JobMemoryEstimate(CountNodes(flight.request->program())));
+      refused) {
+    FinishLowerFlight(flight, *refused, nullptr, nullptr);
+    return;
+  }
+
+  absl::StatusOr<LowerResult> result =
+      ferry::Lower(*flight.request, keep_going, options_.limits,
+                   DeclaredBackendOperators(), Fetcher());
   RecordJobTime(Clock::now() - start);
   if (!result.ok()) {
     grpc::Status status = result.status().code() == absl::StatusCode::kCancelled
@@ -686,6 +757,130 @@ void CompilerService::RunLowerFlight(LowerFlight& flight) {
   }
   auto shared = std::make_shared<const v1::LowerResponse>(std::move(built));
   FinishLowerFlight(flight, grpc::Status::OK, shared, nullptr);
+  // After the callers have their answer: the shared tier is for the next.
+  if (shared_cache_ != nullptr && shared->ok())
+    SharedStore(flight.key, *shared);
+}
+
+std::shared_ptr<const v1::LowerResponse> CompilerService::SharedLookup(
+    const std::string& key) {
+  SharedResultCache::Found found = shared_cache_->Get(key);
+  metrics_.RecordSharedCache(SharedResultCache::OutcomeName(found.outcome));
+  if (found.outcome == SharedResultCache::Outcome::kCorrupt) {
+    logger_.Write(
+        LogLine("shared_cache")
+            .Str("level", "warning")
+            .Str("request_digest", key)
+            .Str("error", "stored value does not verify; recomputing"));
+  }
+  if (found.outcome != SharedResultCache::Outcome::kHit) return nullptr;
+  auto response =
+      std::make_shared<const v1::LowerResponse>(*std::move(found.response));
+  std::lock_guard<std::mutex> lock(flights_mutex_);
+  cache_.Insert(key, response, static_cast<int64_t>(response->SpaceUsedLong()));
+  return response;
+}
+
+void CompilerService::SharedStore(const std::string& key,
+                                  const v1::LowerResponse& response) {
+  switch (shared_cache_->Put(key, response)) {
+    case SharedResultCache::Stored::kStored:
+      metrics_.RecordSharedCache("stored");
+      return;
+    case SharedResultCache::Stored::kTooLarge:
+      metrics_.RecordSharedCache("too_large");
+      return;
+    case SharedResultCache::Stored::kFailed:
+      metrics_.RecordSharedCache("store_failed");
+      return;
+  }
+}
+
+std::optional<grpc::Status> CompilerService::ChargeJobMemory(Call* call,
+                                                             int64_t bytes) {
+  if (memory_.limit() > 0 && bytes > memory_.limit()) {
+    // It would not fit in an idle server either: no use retrying.
+    return OverLimitError("memory_estimate_bytes", bytes, memory_.limit(),
+                          "OVER_MEMORY_BUDGET");
+  }
+  std::optional<MemoryBudget::Charge> charge = memory_.TryReserve(bytes);
+  if (!charge) {
+    cache_.Shed(bytes);
+    Clock::time_point waited_from = Clock::now();
+    charge =
+        memory_.ReserveWithin(bytes, waited_from + options_.memory_wait,
+                              [call] { return !call->Wanted(Clock::now()); });
+    metrics_.RecordMemoryWait(MillisBetween(waited_from, Clock::now()) / 1000);
+  }
+  if (!charge) {
+    if (!call->Wanted(Clock::now()))
+      return call->Unwanted("waiting for memory");
+    return MemoryBudgetError(bytes, memory_.used(), memory_.limit(),
+                             EstimatedRetryDelay());
+  }
+  call->HoldCharge(*std::move(charge));
+  return std::nullopt;
+}
+
+BlobFetcher CompilerService::Fetcher() {
+  if (blobs_ == nullptr) return {};
+  return [this](const BlobRef& ref) -> absl::StatusOr<std::string> {
+    v1::Digest digest;
+    digest.set_hash(ref.hash);
+    digest.set_size_bytes(ref.size_bytes);
+    absl::StatusOr<std::optional<std::string>> bytes = blobs_->Get(digest);
+    if (!bytes.ok()) return bytes.status();
+    if (!bytes->has_value()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("blobs/", ref.hash, "/", ref.size_bytes));
+    }
+    return **std::move(bytes);
+  };
+}
+
+std::optional<grpc::Status> CompilerService::ResolveBlobs(
+    Call* call, v1::Program& program) {
+  std::vector<v1::Constant*> referring;
+  int64_t bytes = 0;
+  for (v1::Constant& constant : *program.mutable_constants()) {
+    if (!constant.has_data_digest() || constant.has_data()) continue;
+    referring.push_back(&constant);
+    bytes += std::max<int64_t>(constant.data_digest().size_bytes(), 0);
+  }
+  if (referring.empty()) return std::nullopt;
+  if (blobs_ == nullptr) {
+    return MissingBlobsError(
+        {absl::StrCat("blobs/", referring[0]->data_digest().hash(), "/",
+                      referring[0]->data_digest().size_bytes())},
+        "this server keeps no blobs (start it with --cache-redis or "
+        "--blob-dir)");
+  }
+  if (std::optional<grpc::Status> refused = ChargeJobMemory(call, bytes)) {
+    return refused;
+  }
+  std::vector<std::string> missing;
+  for (v1::Constant* constant : referring) {
+    absl::StatusOr<std::optional<std::string>> data =
+        blobs_->Get(constant->data_digest());
+    if (!data.ok()) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                          absl::StrCat("the blob store cannot be read now: ",
+                                       data.status().message()));
+    }
+    if (!data->has_value()) {
+      missing.push_back(absl::StrCat("blobs/", constant->data_digest().hash(),
+                                     "/",
+                                     constant->data_digest().size_bytes()));
+      continue;
+    }
+    constant->set_data(**std::move(data));
+    constant->clear_data_digest();
+  }
+  if (!missing.empty()) {
+    return MissingBlobsError(missing,
+                             "upload them with UploadBlob, then retry");
+  }
+  return std::nullopt;
 }
 
 // Delivers `status` (and, when OK, the response: shared, or `owned` for a
@@ -696,7 +891,7 @@ void CompilerService::FinishLowerFlight(
     v1::LowerResponse* owned) {
   if (!flight.key.empty()) {
     std::lock_guard<std::mutex> lock(flights_mutex_);
-    if (status.ok() && response->ok()) {
+    if (status.ok() && response->ok() && !flight.shared_hit) {
       // Charged the memory the message takes, not its serialized size.
       cache_.Insert(flight.key, response,
                     static_cast<int64_t>(response->SpaceUsedLong()));
@@ -740,12 +935,13 @@ void CompilerService::FinishLowerFlight(
                                                EstimatedRetryDelay()));
         continue;
       }
-      waiter.response->set_cached(i != 0);
+      waiter.response->set_cached(i != 0 || flight.shared_hit);
     }
     waiter.response->set_request_id(waiter.call->request_id());
     waiter.call->SetOutcome(
-        i != 0 ? "deduplicated"
-               : (waiter.response->ok() ? "lowered" : "compile_failed"));
+        flight.shared_hit ? "shared_cache_hit"
+        : i != 0          ? "deduplicated"
+                 : (waiter.response->ok() ? "lowered" : "compile_failed"));
     waiter.call->Complete(grpc::Status::OK);
   }
 }
@@ -826,9 +1022,25 @@ void CompilerService::RunVerify(Call* call, const v1::VerifyRequest& request,
     return;
   }
 
-  absl::StatusOr<LowerResult> lowered =
-      ferry::Lower(request.request(), keep_going, options_.limits,
-                   DeclaredBackendOperators());
+  // Blobs become data: verification runs the real weights.
+  const v1::LowerRequest* lower_request = &request.request();
+  std::optional<v1::LowerRequest> resolved;
+  if (HasBlobRefs(request.request().program())) {
+    resolved.emplace(request.request());
+    if (std::optional<grpc::Status> failed =
+            ResolveBlobs(call, *resolved->mutable_program())) {
+      call->Complete(*failed);
+      return;
+    }
+    lower_request = &*resolved;
+  }
+  if (std::optional<grpc::Status> refused = ChargeJobMemory(
+          call, JobMemoryEstimate(CountNodes(lower_request->program())))) {
+    call->Complete(*refused);
+    return;
+  }
+  absl::StatusOr<LowerResult> lowered = ferry::Lower(
+      *lower_request, keep_going, options_.limits, DeclaredBackendOperators());
   if (!lowered.ok()) {
     call->Complete(lowered.status().code() == absl::StatusCode::kCancelled
                        ? call->Unwanted("between passes")
@@ -851,7 +1063,7 @@ void CompilerService::RunVerify(Call* call, const v1::VerifyRequest& request,
 
   Diagnostics import_diagnostics;
   Program original =
-      ImportProgram(request.request().program(), import_diagnostics);
+      ImportProgram(lower_request->program(), import_diagnostics);
   VerifyOptions options;
   options.device = DeviceFromProto(request.device());
   options.seed = request.seed();
@@ -913,6 +1125,10 @@ void CompilerService::RunVerify(Call* call, const v1::VerifyRequest& request,
   response->set_ok(report->ok);
   if (request.include_program()) {
     ExportProgram(lowered->program, response->mutable_program());
+    // What came as a blob goes back as one (when the lowering kept it).
+    if (resolved)
+      RestoreBlobRefs(request.request().program(),
+                      *response->mutable_program());
   }
   absl::string_view result =
       report->ok ? "match" : (report->error.empty() ? "mismatch" : "error");
@@ -940,6 +1156,8 @@ v1::GetCapabilitiesResponse CompilerService::Capabilities() const {
   limits->set_max_verify_bytes(options_.limits.max_verify_bytes);
   limits->set_max_expansion(options_.limits.max_expansion);
   limits->set_max_memory_bytes(options_.max_memory_bytes);
+  limits->set_memory_wait_ms(options_.memory_wait.count());
+  if (blobs_ != nullptr) limits->set_max_blob_bytes(options_.max_blob_bytes);
   for (const std::string& pass : pass_names_) caps.add_passes(pass);
   const google::protobuf::Descriptor* lower_options =
       v1::LowerOptions::descriptor();
@@ -970,6 +1188,8 @@ v1::GetCapabilitiesResponse CompilerService::Capabilities() const {
   caps.set_digest_function("sha256");
   caps.set_cache_bytes(options_.cache_bytes);
   caps.set_requires_token(!options_.tokens.empty());
+  if (shared_cache_ != nullptr) caps.set_shared_cache("redis");
+  if (blobs_ != nullptr) caps.set_blob_store(blobs_->kind());
   return caps;
 }
 
@@ -983,6 +1203,259 @@ grpc::ServerUnaryReactor* CompilerService::GetCapabilities(
   *response = Capabilities();
   call->Complete(grpc::Status::OK);
   return call;
+}
+
+// ---------------------------------------------------------------------------
+// Lookup: the in-process cache, then the shared tier (bounded by the Redis
+// timeout), on the gRPC thread; no program, no job.
+
+grpc::ServerUnaryReactor* CompilerService::Lookup(
+    grpc::CallbackServerContext* context, const v1::LookupRequest* request,
+    v1::LowerResponse* response) {
+  Call* call = new Call(*this, context, "Lookup");
+  if (!Authorize(call)) return call;
+  if (draining_.load()) {
+    call->Complete(DrainingError());
+    return call;
+  }
+  const std::string& key = request->request_digest();
+  if (!IsSha256Hex(key)) {
+    call->Complete(InvalidFieldError("request_digest",
+                                     "not 64 lowercase hex digits (a SHA-256)",
+                                     "BAD_DIGEST"));
+    return call;
+  }
+  ResultCache::Value hit =
+      options_.cache_bytes > 0 ? cache_.Lookup(key) : nullptr;
+  if (hit == nullptr && shared_cache_ != nullptr) hit = SharedLookup(key);
+  if (hit == nullptr) {
+    call->SetOutcome("miss");
+    call->Complete(grpc::Status(grpc::StatusCode::NOT_FOUND,
+                                "no cached result for this digest; send "
+                                "the program with Lower"));
+    return call;
+  }
+  try {
+    *response = *hit;
+  } catch (const std::bad_alloc&) {
+    call->Complete(
+        OutOfMemoryError("copying a cached result", EstimatedRetryDelay()));
+    return call;
+  }
+  response->set_cached(true);
+  response->set_request_id(call->request_id());
+  call->SetOutcome("cache_hit");
+  call->Complete(grpc::Status::OK);
+  return call;
+}
+
+// ---------------------------------------------------------------------------
+// Blobs
+
+namespace {
+
+constexpr int kMaxDigestsPerCall = 10'000;
+
+std::string BlobSubject(const v1::Digest& digest) {
+  return absl::StrCat("blobs/", digest.hash(), "/", digest.size_bytes());
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* CompilerService::FindMissingBlobs(
+    grpc::CallbackServerContext* context,
+    const v1::FindMissingBlobsRequest* request,
+    v1::FindMissingBlobsResponse* response) {
+  Call* call = new Call(*this, context, "FindMissingBlobs");
+  if (!Authorize(call)) return call;
+  if (blobs_ == nullptr) {
+    call->Complete(grpc::Status(
+        grpc::StatusCode::FAILED_PRECONDITION,
+        "this server keeps no blobs (start it with --cache-redis or "
+        "--blob-dir); send constants' data inline"));
+    return call;
+  }
+  if (request->blob_digests_size() > kMaxDigestsPerCall) {
+    call->Complete(OverLimitError("blob_digests", request->blob_digests_size(),
+                                  kMaxDigestsPerCall, "TOO_MANY_DIGESTS"));
+    return call;
+  }
+  std::vector<v1::Digest> digests;
+  for (int i = 0; i < request->blob_digests_size(); ++i) {
+    const v1::Digest& digest = request->blob_digests(i);
+    if (!IsSha256Hex(digest.hash()) || digest.size_bytes() < 0) {
+      call->Complete(InvalidFieldError(
+          absl::StrCat("blob_digests[", i, "]"),
+          "not a digest: 64 lowercase hex digits and a size >= 0",
+          "BAD_DIGEST"));
+      return call;
+    }
+    digests.push_back(digest);
+  }
+  absl::StatusOr<std::vector<bool>> held = blobs_->Contains(digests);
+  if (!held.ok()) {
+    call->Complete(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                std::string(held.status().message())));
+    return call;
+  }
+  for (size_t i = 0; i < digests.size(); ++i) {
+    if (!(*held)[i]) *response->add_missing_blob_digests() = digests[i];
+  }
+  call->Complete(grpc::Status::OK);
+  return call;
+}
+
+// One UploadBlob stream: chunks are appended to a buffer charged to the
+// memory budget at the size the first message declares; at the end of the
+// stream the bytes are checked against the digest and stored.
+class CompilerService::UploadCall final
+    : public grpc::ServerReadReactor<v1::UploadBlobRequest> {
+ public:
+  UploadCall(CompilerService& service, grpc::CallbackServerContext* context,
+             v1::UploadBlobResponse* response)
+      : service_(service),
+        context_(context),
+        response_(response),
+        arrival_(Clock::now()) {
+    StartRead(&chunk_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      Commit();
+      return;
+    }
+    if (!started_) {
+      started_ = true;
+      if (std::optional<grpc::Status> refused = Begin()) {
+        Done(*refused);
+        return;
+      }
+    } else if (chunk_.has_digest() &&
+               !(chunk_.digest().hash() == digest_.hash() &&
+                 chunk_.digest().size_bytes() == digest_.size_bytes())) {
+      Done(InvalidFieldError("digest",
+                             "a later message names another blob; send one "
+                             "blob per stream",
+                             "DIGEST_CHANGED"));
+      return;
+    }
+    if (static_cast<int64_t>(bytes_.size() + chunk_.data().size()) >
+        digest_.size_bytes()) {
+      Done(InvalidFieldError("data",
+                             absl::StrCat("more bytes than the digest's size (",
+                                          digest_.size_bytes(), ")"),
+                             "BLOB_TOO_LONG"));
+      return;
+    }
+    bytes_.append(chunk_.data());
+    chunk_.Clear();
+    StartRead(&chunk_);
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  std::optional<grpc::Status> Begin() {
+    if (!service_.AuthorizeContext(*context_, &status_)) return status_;
+    if (service_.draining_.load()) return DrainingError();
+    if (service_.blobs_ == nullptr) {
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          "this server keeps no blobs (start it with "
+                          "--cache-redis or --blob-dir)");
+    }
+    if (!chunk_.has_digest() || !IsSha256Hex(chunk_.digest().hash()) ||
+        chunk_.digest().size_bytes() < 0) {
+      return InvalidFieldError("digest",
+                               "the first message must carry the blob's "
+                               "digest (64 lowercase hex digits and a size)",
+                               "BAD_DIGEST");
+    }
+    digest_ = chunk_.digest();
+    if (digest_.size_bytes() > service_.options_.max_blob_bytes) {
+      return OverLimitError("blob_bytes", digest_.size_bytes(),
+                            service_.options_.max_blob_bytes, "BLOB_TOO_LARGE");
+    }
+    std::optional<MemoryBudget::Charge> charge =
+        service_.memory_.TryReserve(digest_.size_bytes());
+    if (!charge) {
+      service_.cache_.Shed(digest_.size_bytes());
+      charge = service_.memory_.TryReserve(digest_.size_bytes());
+    }
+    if (!charge) {
+      return MemoryBudgetError(digest_.size_bytes(), service_.memory_.used(),
+                               service_.memory_.limit(),
+                               service_.EstimatedRetryDelay());
+    }
+    charge_ = *std::move(charge);
+    bytes_.reserve(static_cast<size_t>(digest_.size_bytes()));
+    return std::nullopt;
+  }
+
+  void Commit() {
+    if (!started_) {
+      Done(InvalidFieldError("digest", "the stream carried no message",
+                             "BAD_DIGEST"));
+      return;
+    }
+    if (static_cast<int64_t>(bytes_.size()) != digest_.size_bytes() ||
+        Sha256HexOf(bytes_) != digest_.hash()) {
+      Done(InvalidFieldError(
+          "data",
+          absl::StrCat("the ", bytes_.size(),
+                       " bytes received do not hash to the digest ",
+                       BlobSubject(digest_), "; nothing was stored"),
+          "DIGEST_MISMATCH"));
+      return;
+    }
+    if (absl::Status stored = service_.blobs_->Put(digest_, std::move(bytes_));
+        !stored.ok()) {
+      Done(grpc::Status(
+          stored.code() == absl::StatusCode::kResourceExhausted
+              ? grpc::StatusCode::RESOURCE_EXHAUSTED
+              : grpc::StatusCode::UNAVAILABLE,
+          absl::StrCat("cannot store the blob: ", stored.message())));
+      return;
+    }
+    *response_->mutable_digest() = digest_;
+    response_->set_committed_size(digest_.size_bytes());
+    service_.metrics_.RecordBlobUpload(digest_.size_bytes());
+    Done(grpc::Status::OK);
+  }
+
+  void Done(const grpc::Status& status) {
+    charge_.Reset();
+    bytes_.clear();
+    bytes_.shrink_to_fit();
+    absl::string_view code = StatusCodeName(status.error_code());
+    service_.metrics_.RecordRequest(
+        "UploadBlob", code, MillisBetween(arrival_, Clock::now()) / 1000);
+    LogLine line("rpc");
+    line.Str("method", "UploadBlob")
+        .Str("code", code)
+        .Str("blob", BlobSubject(digest_))
+        .Num("duration_ms", MillisBetween(arrival_, Clock::now()));
+    if (!status.ok()) line.Str("error", status.error_message());
+    line.Str("peer", context_->peer());
+    service_.logger_.Write(line);
+    Finish(status);
+  }
+
+  CompilerService& service_;
+  grpc::CallbackServerContext* context_;
+  v1::UploadBlobResponse* response_;
+  const Clock::time_point arrival_;
+  v1::UploadBlobRequest chunk_;
+  v1::Digest digest_;
+  bool started_ = false;
+  std::string bytes_;
+  MemoryBudget::Charge charge_;
+  grpc::Status status_;
+};
+
+grpc::ServerReadReactor<v1::UploadBlobRequest>* CompilerService::UploadBlob(
+    grpc::CallbackServerContext* context, v1::UploadBlobResponse* response) {
+  return new UploadCall(*this, context, response);
 }
 
 }  // namespace ferry

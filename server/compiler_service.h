@@ -26,13 +26,17 @@
 
 #include "absl/strings/string_view.h"
 #include "ferry/v1/compiler.grpc.pb.h"
+#include "passes/pipeline.h"
 #include "passes/resource_limits.h"
 #include "runtime/cancel.h"
+#include "server/blob_store.h"
 #include "server/executor.h"
 #include "server/memory_budget.h"
 #include "server/metrics.h"
+#include "server/redis_store.h"
 #include "server/request_log.h"
 #include "server/result_cache.h"
+#include "server/shared_cache.h"
 
 namespace ferry {
 
@@ -47,8 +51,21 @@ struct ServiceOptions {
   int64_t cache_bytes = int64_t{256} << 20;
   // Per-request resource limits (passes/resource_limits.h).
   ResourceLimits limits;
-  // Process-wide memory budget (memory_budget.h); 0: none.
+  // Process-wide memory budget (memory_budget.h); 0: none. A job whose
+  // estimate does not fit waits up to memory_wait for running ones to
+  // finish.
   int64_t max_memory_bytes = 0;
+  std::chrono::milliseconds memory_wait{std::chrono::seconds(10)};
+  // The shared cache tier (shared_cache.h) and blob store (blob_store.h):
+  // Redis at redis.address when set, blobs otherwise in blob_dir.
+  RedisOptions redis;
+  std::chrono::seconds result_ttl{std::chrono::hours(24)};
+  int64_t max_shared_entry_bytes = int64_t{64} << 20;
+  std::string blob_dir;
+  int64_t blob_dir_bytes = int64_t{10} << 30;
+  std::chrono::seconds blob_ttl{std::chrono::hours(24)};
+  // Largest blob UploadBlob takes; 0: no blobs.
+  int64_t max_blob_bytes = int64_t{256} << 20;
   // What the runtime sees, probed once at start.
   bool cuda_available = false;
   std::vector<std::string> visible_devices;
@@ -93,6 +110,16 @@ class CompilerService final : public v1::Compiler::WithRawCallbackMethod_Lower<
       grpc::CallbackServerContext* context,
       const v1::GetCapabilitiesRequest* request,
       v1::GetCapabilitiesResponse* response) override;
+  grpc::ServerUnaryReactor* Lookup(grpc::CallbackServerContext* context,
+                                   const v1::LookupRequest* request,
+                                   v1::LowerResponse* response) override;
+  grpc::ServerUnaryReactor* FindMissingBlobs(
+      grpc::CallbackServerContext* context,
+      const v1::FindMissingBlobsRequest* request,
+      v1::FindMissingBlobsResponse* response) override;
+  grpc::ServerReadReactor<v1::UploadBlobRequest>* UploadBlob(
+      grpc::CallbackServerContext* context,
+      v1::UploadBlobResponse* response) override;
 
   // New calls are refused with UNAVAILABLE from now on; accepted work
   // continues.
@@ -106,8 +133,12 @@ class CompilerService final : public v1::Compiler::WithRawCallbackMethod_Lower<
   ServiceMetrics::Gauges Gauges() const;
   const ResultCache& cache() const { return cache_; }
   const MemoryBudget& memory() const { return memory_; }
+  // Null without --cache-redis / a blob store.
+  const RedisStore* redis() const { return redis_.get(); }
+  BlobStore* blobs() const { return blobs_.get(); }
 
-  class Call;  // one RPC's reactor (compiler_service.cc)
+  class Call;        // one RPC's reactor (compiler_service.cc)
+  class UploadCall;  // one UploadBlob stream
 
  private:
   struct LowerFlight;
@@ -129,6 +160,10 @@ class CompilerService final : public v1::Compiler::WithRawCallbackMethod_Lower<
   // Checks the bearer token; finishes `call` with UNAUTHENTICATED and
   // returns false when it is missing or wrong.
   bool Authorize(Call* call);
+  // The check itself: false and `refused` set when the token is missing or
+  // wrong.
+  bool AuthorizeContext(grpc::CallbackServerContext& context,
+                        grpc::Status* refused) const;
   // Admission shared by Lower and Verify; finishes `call` and returns false
   // when the request may not proceed.
   bool Admit(Call* call, const v1::LowerRequest& request, int64_t bytes);
@@ -144,6 +179,20 @@ class CompilerService final : public v1::Compiler::WithRawCallbackMethod_Lower<
   // entries first if it must); finishes `call` with MEMORY_BUDGET and
   // returns false when they do not fit.
   bool ChargeMemory(Call* call, int64_t bytes);
+  // On a worker: charges `bytes` for the job, waiting up to
+  // options_.memory_wait (and the call's deadline) for running jobs to
+  // give memory back; the status to finish with when it cannot.
+  std::optional<grpc::Status> ChargeJobMemory(Call* call, int64_t bytes);
+  // The shared tier for `key`: a hit is also put in the in-process cache.
+  std::shared_ptr<const v1::LowerResponse> SharedLookup(const std::string& key);
+  void SharedStore(const std::string& key, const v1::LowerResponse& response);
+  // A fetcher of blobs from blobs_ (for a Lower that must re-lay out a
+  // constant given by digest); empty without a store.
+  BlobFetcher Fetcher();
+  // Replaces every data_digest of `program` by the blob's bytes, charged to
+  // `call`; the status to finish with when a blob is missing or does not
+  // fit.
+  std::optional<grpc::Status> ResolveBlobs(Call* call, v1::Program& program);
   // The status for an error from the pipeline or verification that is not
   // about the program: over a resource limit, out of memory, internal.
   grpc::Status JobError(const absl::Status& status, absl::string_view what);
@@ -157,6 +206,9 @@ class CompilerService final : public v1::Compiler::WithRawCallbackMethod_Lower<
   Logger& logger_;
   MemoryBudget memory_;  // before cache_, which charges it
   ResultCache cache_;
+  std::unique_ptr<RedisStore> redis_;
+  std::unique_ptr<SharedResultCache> shared_cache_;
+  std::unique_ptr<BlobStore> blobs_;
   const std::vector<std::string> pass_names_;
   std::atomic<bool> draining_{false};
   std::atomic<bool> aborting_{false};

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "server/redis_store.h"
 
 namespace ferry {
 namespace {
@@ -131,6 +132,61 @@ const std::vector<Key>& Keys() {
        "memory budget for running requests and the cache; beyond it calls "
        "are refused with RetryInfo; 0: none (3GiB)",
        BytesKey("max-memory-bytes", &ServerConfig::max_memory_bytes, 0)},
+      {"memory-wait", "DURATION",
+       "how long a job waits for the memory budget before RESOURCE_EXHAUSTED "
+       "(10s)",
+       DurationKey("memory-wait", &ServerConfig::memory_wait)},
+      {"cache-redis", "ADDR",
+       "shared cache tier and blob store: Redis at HOST:PORT or unix:PATH; "
+       "served without it while it is down",
+       [](absl::string_view value, ServerConfig& config) -> absl::Status {
+         if (!value.empty()) {
+           if (absl::Status address = ValidateRedisAddress(value);
+               !address.ok()) {
+             return address;
+           }
+         }
+         config.cache_redis = std::string(value);
+         return absl::OkStatus();
+       }},
+      {"cache-redis-timeout", "DURATION",
+       "bound of each Redis connect, send and receive (200ms)",
+       DurationKey("cache-redis-timeout", &ServerConfig::cache_redis_timeout)},
+      {"cache-redis-ttl", "DURATION",
+       "lifetime of a result in the shared tier (24h)",
+       DurationKey("cache-redis-ttl", &ServerConfig::cache_redis_ttl)},
+      {"cache-redis-max-entry-bytes", "BYTES",
+       "larger responses are not put in the shared tier (64MiB)",
+       BytesKey("cache-redis-max-entry-bytes",
+                &ServerConfig::cache_redis_max_entry_bytes, 1)},
+      {"blob-dir", "DIR",
+       "blob store without --cache-redis: a local directory; empty: none",
+       StringKey(&ServerConfig::blob_dir)},
+      {"blob-dir-bytes", "BYTES",
+       "most bytes --blob-dir holds; least recently used blobs go (10GiB)",
+       BytesKey("blob-dir-bytes", &ServerConfig::blob_dir_bytes, 1)},
+      {"blob-ttl", "DURATION",
+       "lifetime of a blob in Redis, renewed by use (24h)",
+       DurationKey("blob-ttl", &ServerConfig::blob_ttl)},
+      {"max-blob-bytes", "BYTES",
+       "largest blob UploadBlob accepts; 0: no blobs (256MiB)",
+       BytesKey("max-blob-bytes", &ServerConfig::max_blob_bytes, 0)},
+      {"max-connection-age", "DURATION",
+       "ask clients to reconnect after this long, so they spread to new "
+       "replicas; 0: never (0)",
+       [](absl::string_view value, ServerConfig& config) -> absl::Status {
+         absl::StatusOr<std::chrono::milliseconds> age = ParseDuration(value);
+         if (!age.ok()) {
+           return BadValue("max-connection-age", value,
+                           "a duration (e.g. 5m; 0: never)");
+         }
+         config.max_connection_age = *age;
+         return absl::OkStatus();
+       }},
+      {"max-connection-age-grace", "DURATION",
+       "time calls on an aged connection get to finish (30s)",
+       DurationKey("max-connection-age-grace",
+                   &ServerConfig::max_connection_age_grace)},
       {"drain-grace", "DURATION",
        "time in-flight work gets to finish after SIGTERM (20s)",
        DurationKey("drain-grace", &ServerConfig::drain_grace)},
@@ -353,6 +409,16 @@ absl::Status ValidateConfig(const ServerConfig& config) {
       config.max_verify_bytes > config.max_memory_bytes) {
     return absl::InvalidArgumentError(
         "--max-verify-bytes must not exceed --max-memory-bytes");
+  }
+  if (!config.cache_redis.empty()) {
+    if (absl::Status address = ValidateRedisAddress(config.cache_redis);
+        !address.ok()) {
+      return address;
+    }
+  }
+  if (config.max_blob_bytes > (int64_t{512} << 20)) {
+    return absl::InvalidArgumentError(
+        "--max-blob-bytes must not exceed 512MiB (Redis' largest value)");
   }
   if (config.max_message_bytes > std::numeric_limits<int32_t>::max() / 2) {
     return absl::InvalidArgumentError(

@@ -54,8 +54,28 @@ struct ServerConfig {
   // Memory budget of the whole process: running requests (an estimate each,
   // charged before they start) and the result cache; 0: no budget.
   int64_t max_memory_bytes = int64_t{3} << 30;
+  // How long a job whose memory estimate does not fit waits for running
+  // jobs before RESOURCE_EXHAUSTED.
+  std::chrono::milliseconds memory_wait{std::chrono::seconds(10)};
   // How long in-flight work may take to finish after SIGTERM.
   std::chrono::milliseconds drain_grace{std::chrono::seconds(20)};
+  // The shared cache tier and blob store: Redis at HOST:PORT or unix:PATH;
+  // empty: none (results stay in this process, blobs go to blob_dir).
+  std::string cache_redis;
+  std::chrono::milliseconds cache_redis_timeout{200};
+  std::chrono::milliseconds cache_redis_ttl{std::chrono::hours(24)};
+  int64_t cache_redis_max_entry_bytes = int64_t{64} << 20;
+  // Blobs without Redis: a local directory (empty: no blob store), at most
+  // blob_dir_bytes in all.
+  std::string blob_dir;
+  int64_t blob_dir_bytes = int64_t{10} << 30;
+  std::chrono::milliseconds blob_ttl{std::chrono::hours(24)};
+  int64_t max_blob_bytes = int64_t{256} << 20;
+  // Connections older than this are asked to reconnect (GOAWAY), so that
+  // clients spread to replicas added later; 0: never. In-flight calls get
+  // the grace to finish.
+  std::chrono::milliseconds max_connection_age{0};
+  std::chrono::milliseconds max_connection_age_grace{std::chrono::seconds(30)};
 };
 
 // What the command line asked for besides serving.

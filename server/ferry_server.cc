@@ -165,6 +165,23 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(
   options.limits.max_verify_bytes = config.max_verify_bytes;
   options.limits.max_expansion = config.max_expansion;
   options.max_memory_bytes = config.max_memory_bytes;
+  options.memory_wait = config.memory_wait;
+  options.redis.address = config.cache_redis;
+  options.redis.timeout = config.cache_redis_timeout;
+  options.result_ttl =
+      std::chrono::duration_cast<std::chrono::seconds>(config.cache_redis_ttl);
+  options.max_shared_entry_bytes = config.cache_redis_max_entry_bytes;
+  options.blob_dir = config.blob_dir;
+  options.blob_dir_bytes = config.blob_dir_bytes;
+  options.blob_ttl =
+      std::chrono::duration_cast<std::chrono::seconds>(config.blob_ttl);
+  options.max_blob_bytes = config.max_blob_bytes;
+  if (config.cache_redis.empty() && !config.blob_dir.empty()) {
+    if (absl::Status usable = CheckBlobDirectory(config.blob_dir);
+        !usable.ok()) {
+      return usable;
+    }
+  }
   if (!config.token_file.empty()) {
     absl::StatusOr<std::vector<std::string>> tokens =
         ReadTokens(config.token_file);
@@ -202,6 +219,18 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(
       TransportReceiveLimit(config.max_message_bytes));
   builder.SetMaxSendMessageSize(
       static_cast<int>(ResponseLimit(config.max_message_bytes)));
+  if (config.max_connection_age.count() > 0) {
+    // GOAWAY after the age (gRPC adds +-10% jitter), so clients reconnect
+    // and their load balancer sees replicas added since.
+    builder.AddChannelArgument(
+        GRPC_ARG_MAX_CONNECTION_AGE_MS,
+        static_cast<int>(std::min<int64_t>(config.max_connection_age.count(),
+                                           std::numeric_limits<int>::max())));
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
+                               static_cast<int>(std::min<int64_t>(
+                                   config.max_connection_age_grace.count(),
+                                   std::numeric_limits<int>::max())));
+  }
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || port == 0) {
     return absl::UnavailableError(
@@ -241,6 +270,11 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(
       .Int("workers", config.workers)
       .Int("queue_depth", config.queue_depth)
       .Int("max_message_bytes", config.max_message_bytes)
+      .Str("shared_cache", config.cache_redis)
+      .Str("blob_store", !config.cache_redis.empty() ? "redis"
+                         : !config.blob_dir.empty()  ? "disk"
+                                                     : "")
+      .Int("max_connection_age_ms", config.max_connection_age.count())
       .Int("cache_bytes", config.cache_bytes)
       .Str("devices", devices)
       .Bool("gpu", cuda_available);

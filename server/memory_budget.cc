@@ -13,6 +13,14 @@ int64_t RequestMemoryEstimate(int64_t wire_bytes) {
   return total;
 }
 
+int64_t JobMemoryEstimate(int64_t nodes) {
+  int64_t total = 0;
+  if (nodes < 0 ||
+      __builtin_mul_overflow(nodes, kJobMemoryPerNodeBytes, &total))
+    return std::numeric_limits<int64_t>::max();
+  return total;
+}
+
 bool MemoryBudget::TryCharge(int64_t bytes) {
   if (bytes < 0) return false;
   int64_t used = used_.load();
@@ -24,7 +32,30 @@ bool MemoryBudget::TryCharge(int64_t bytes) {
   }
 }
 
-void MemoryBudget::Release(int64_t bytes) { used_.fetch_sub(bytes); }
+void MemoryBudget::Release(int64_t bytes) {
+  used_.fetch_sub(bytes);
+  std::lock_guard<std::mutex> lock(released_mutex_);
+  released_.notify_all();
+}
+
+std::optional<MemoryBudget::Charge> MemoryBudget::ReserveWithin(
+    int64_t bytes, std::chrono::steady_clock::time_point deadline,
+    const std::function<bool()>& give_up) {
+  constexpr auto kPoll = std::chrono::milliseconds(50);
+  while (true) {
+    {
+      // Under the lock, so a Release between the attempt and the wait is
+      // not missed.
+      std::unique_lock<std::mutex> lock(released_mutex_);
+      if (TryCharge(bytes)) return Charge(this, bytes);
+      auto now = std::chrono::steady_clock::now();
+      if (now >= deadline || (limit_ > 0 && bytes > limit_))
+        return std::nullopt;
+      released_.wait_until(lock, std::min(deadline, now + kPoll));
+    }
+    if (give_up && give_up()) return std::nullopt;
+  }
+}
 
 std::optional<MemoryBudget::Charge> MemoryBudget::TryReserve(int64_t bytes) {
   if (!TryCharge(bytes)) return std::nullopt;

@@ -16,7 +16,11 @@
 #define FERRY_SERVER_MEMORY_BUDGET_H_
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <functional>
+#include <mutex>
 #include <optional>
 #include <utility>
 
@@ -25,8 +29,19 @@ namespace ferry {
 inline constexpr int64_t kRequestMemoryFactor = 20;
 inline constexpr int64_t kRequestMemoryBaseBytes = int64_t{1} << 20;
 
-// The estimate charged to a request of `wire_bytes` before it starts.
+// The estimate charged to a request of `wire_bytes` when it arrives (its
+// parsed form).
 int64_t RequestMemoryEstimate(int64_t wire_bytes);
+
+// What a job's pipeline adds at its peak per node of the program (the IR,
+// its copies between passes and the exported response), charged on the
+// worker before the job starts; a job that does not fit waits for running
+// ones. Measured with bench/memory_per_node (docs/performance.md, "Memory
+// admission"): ferryd's peak grew 5.5-7.2 KB per node of a synthetic Lower
+// (10k-200k nodes, ~58 wire bytes per node); this plus the arrival charge
+// (20 x 58 B) is 7.3 KB per node, above every measurement.
+inline constexpr int64_t kJobMemoryPerNodeBytes = 6 << 10;
+int64_t JobMemoryEstimate(int64_t nodes);
 
 class MemoryBudget {
  public:
@@ -73,10 +88,18 @@ class MemoryBudget {
     int64_t bytes_ = 0;
   };
   std::optional<Charge> TryReserve(int64_t bytes);
+  // TryReserve, retried whenever memory is released, until `deadline` or
+  // until `give_up` returns true (asked at least every 50 ms). Blocks the
+  // calling thread: for workers, never gRPC's threads.
+  std::optional<Charge> ReserveWithin(
+      int64_t bytes, std::chrono::steady_clock::time_point deadline,
+      const std::function<bool()>& give_up);
 
  private:
   const int64_t limit_;
   std::atomic<int64_t> used_{0};
+  std::mutex released_mutex_;
+  std::condition_variable released_;
 };
 
 }  // namespace ferry

@@ -82,6 +82,28 @@ void ServiceMetrics::RecordCancellation() {
   ++cancellations_;
 }
 
+void ServiceMetrics::RecordSharedCache(absl::string_view result) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++shared_cache_[std::string(result)];
+}
+
+int64_t ServiceMetrics::SharedCacheCount(absl::string_view result) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto found = shared_cache_.find(std::string(result));
+  return found == shared_cache_.end() ? 0 : found->second;
+}
+
+void ServiceMetrics::RecordMemoryWait(double seconds) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  memory_wait_seconds_["job"].Observe(seconds);
+}
+
+void ServiceMetrics::RecordBlobUpload(int64_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++blob_uploads_;
+  blob_upload_bytes_ += bytes;
+}
+
 int64_t ServiceMetrics::RequestCount(absl::string_view method,
                                      absl::string_view code) const {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -167,6 +189,34 @@ std::string ServiceMetrics::Render(const Gauges& gauges) const {
   absl::StrAppend(&out, "ferry_cancellations_total ", cancellations_, "\n");
   Gauge(out, "ferry_draining", "1 once the server is draining (SIGTERM).",
         gauges.draining ? 1 : 0);
+
+  Header(out, "ferry_shared_cache_total", "counter",
+         "Shared (Redis) cache tier: lookups by result (hit, miss, corrupt, "
+         "unavailable) and writes (stored, too_large, store_failed).");
+  for (const auto& [result, count] : shared_cache_) {
+    absl::StrAppend(&out, "ferry_shared_cache_total{result=\"",
+                    LabelValue(result), "\"} ", count, "\n");
+  }
+  if (gauges.shared_cache) {
+    Gauge(out, "ferry_shared_cache_up",
+          "1 while the shared cache tier (Redis) answers.",
+          gauges.shared_cache_up ? 1 : 0);
+  }
+  Gauge(out, "ferry_memory_used_bytes",
+        "Memory charged to the budget: running requests and the cache.",
+        gauges.memory_used_bytes);
+  Gauge(out, "ferry_memory_limit_bytes", "The memory budget (0: none).",
+        gauges.memory_limit_bytes);
+  Header(out, "ferry_memory_wait_seconds", "histogram",
+         "Time jobs waited for the memory budget.");
+  RenderHistogram(out, "ferry_memory_wait_seconds", "kind",
+                  memory_wait_seconds_);
+  Header(out, "ferry_blob_uploads_total", "counter", "Blobs stored.");
+  absl::StrAppend(&out, "ferry_blob_uploads_total ", blob_uploads_, "\n");
+  Header(out, "ferry_blob_upload_bytes_total", "counter",
+         "Bytes of the blobs stored.");
+  absl::StrAppend(&out, "ferry_blob_upload_bytes_total ", blob_upload_bytes_,
+                  "\n");
   return out;
 }
 

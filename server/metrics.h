@@ -14,6 +14,15 @@
 //   ferry_cancellations_total                   counter (callers that went
 //                                               away or timed out mid-call)
 //   ferry_draining                              gauge (1 after SIGTERM)
+//   ferry_shared_cache_total{result}            counter: the Redis tier's
+//                                               hit|miss|corrupt|unavailable
+//                                               lookups, stored|too_large|
+//                                               store_failed writes
+//   ferry_shared_cache_up                       gauge (absent without Redis)
+//   ferry_memory_used_bytes, ferry_memory_limit_bytes  gauges (the budget)
+//   ferry_memory_wait_seconds                   histogram (jobs that waited
+//                                               for the budget)
+//   ferry_blob_uploads_total, ferry_blob_upload_bytes_total  counters
 //   ferry_build_info{version,api_version}       gauge (always 1)
 //
 // Families and label sets are emitted in sorted order, so the output is
@@ -44,6 +53,10 @@ class ServiceMetrics {
     int64_t cache_entries = 0;
     int64_t cache_evictions = 0;
     bool draining = false;
+    bool shared_cache = false;  // --cache-redis given
+    bool shared_cache_up = false;
+    int64_t memory_used_bytes = 0;
+    int64_t memory_limit_bytes = 0;
   };
 
   void RecordRequest(absl::string_view method, absl::string_view code,
@@ -55,6 +68,11 @@ class ServiceMetrics {
   void RecordVerification(absl::string_view device, absl::string_view result);
   // gRPC reported the call cancelled (by its caller or its deadline).
   void RecordCancellation();
+  void RecordSharedCache(absl::string_view result);
+  void RecordMemoryWait(double seconds);
+  void RecordBlobUpload(int64_t bytes);
+  // For tests: the count of one shared_cache_total series.
+  int64_t SharedCacheCount(absl::string_view result) const;
 
   std::string Render(const Gauges& gauges) const;
 
@@ -84,6 +102,10 @@ class ServiceMetrics {
   int64_t deduplicated_ = 0;
   int64_t cancellations_ = 0;
   std::map<std::pair<std::string, std::string>, int64_t> verifications_;
+  std::map<std::string, int64_t> shared_cache_;
+  std::map<std::string, Histogram> memory_wait_seconds_;  // kind="job"
+  int64_t blob_uploads_ = 0;
+  int64_t blob_upload_bytes_ = 0;
 };
 
 }  // namespace ferry

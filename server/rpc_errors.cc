@@ -223,6 +223,26 @@ grpc::Status DeviceUnavailableError(absl::string_view device,
       .Build();
 }
 
+grpc::Status MissingBlobsError(const std::vector<std::string>& subjects,
+                               absl::string_view why) {
+  google::rpc::PreconditionFailure failure;
+  for (size_t i = 0; i < subjects.size() && i < kMaxFieldViolations; ++i) {
+    google::rpc::PreconditionFailure::Violation* violation =
+        failure.add_violations();
+    violation->set_type("MISSING");
+    violation->set_subject(Text(subjects[i]));
+    violation->set_description(Text(why));
+  }
+  std::string message =
+      absl::StrCat(subjects.size(), " blob(s) missing: ", why);
+  if (!subjects.empty())
+    absl::StrAppend(&message, " (first: ", subjects[0], ")");
+  return RichStatus(grpc::StatusCode::FAILED_PRECONDITION, message,
+                    "MISSING_BLOBS")
+      .Add(failure)
+      .Build();
+}
+
 grpc::Status DrainingError() {
   return RichStatus(grpc::StatusCode::UNAVAILABLE,
                     "server is shutting down; retry on another replica",

@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 #include "passes/diagnostics.h"
@@ -84,6 +85,12 @@ grpc::Status DeviceUnavailableError(absl::string_view device,
                                     absl::string_view why);
 
 // UNAVAILABLE: the server is draining (clients retry elsewhere).
+// FAILED_PRECONDITION + PreconditionFailure with one MISSING violation per
+// blob (subject "blobs/HASH/SIZE", as REAPI), at most kMaxFieldViolations
+// of them and a count: the blobs a request refers to that the server does
+// not hold (upload them, then retry).
+grpc::Status MissingBlobsError(const std::vector<std::string>& subjects,
+                               absl::string_view why);
 grpc::Status DrainingError();
 
 // UNAUTHENTICATED: no or a wrong bearer token.

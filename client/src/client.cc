@@ -1,8 +1,11 @@
 #include "ferry/client.h"
 
+#include <arpa/inet.h>
 #include <grpcpp/alarm.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
+#include <netdb.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
@@ -15,9 +18,14 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "ferry/digest.h"
 #include "ferry/v1/compiler.grpc.pb.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
@@ -38,6 +46,59 @@ absl::StatusOr<std::string> ReadFile(const std::string& path,
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+// "h1:p1,h2:p2,...": a gRPC target of every address ("ipv4:a:p,b:p" or
+// "ipv6:[a]:p,..."), host names resolved now. One family per list (gRPC's
+// static resolvers take one).
+absl::StatusOr<std::string> AddressListTarget(absl::string_view list) {
+  std::vector<std::string> v4, v6;
+  for (absl::string_view entry : absl::StrSplit(list, ',', absl::SkipEmpty())) {
+    entry = absl::StripAsciiWhitespace(entry);
+    size_t colon = entry.rfind(':');
+    int port = 0;
+    if (colon == absl::string_view::npos ||
+        !absl::SimpleAtoi(entry.substr(colon + 1), &port) || port < 1 ||
+        port > 65535) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ClientOptions.target: '", entry, "' is not HOST:PORT"));
+    }
+    std::string host(entry.substr(0, colon));
+    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+      host = host.substr(1, host.size() - 2);
+    }
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    if (getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0 ||
+        found == nullptr) {
+      return absl::UnavailableError(
+          absl::StrCat("ClientOptions.target: cannot resolve '", host, "'"));
+    }
+    char text[INET6_ADDRSTRLEN] = {};
+    if (found->ai_family == AF_INET) {
+      inet_ntop(AF_INET,
+                &reinterpret_cast<sockaddr_in*>(found->ai_addr)->sin_addr, text,
+                sizeof(text));
+      v4.push_back(absl::StrCat(text, ":", port));
+    } else {
+      inet_ntop(AF_INET6,
+                &reinterpret_cast<sockaddr_in6*>(found->ai_addr)->sin6_addr,
+                text, sizeof(text));
+      v6.push_back(absl::StrCat("[", text, "]:", port));
+    }
+    freeaddrinfo(found);
+  }
+  if (!v4.empty() && !v6.empty()) {
+    return absl::InvalidArgumentError(
+        "ClientOptions.target: mix of IPv4 and IPv6 addresses");
+  }
+  if (v4.empty() && v6.empty()) {
+    return absl::InvalidArgumentError("ClientOptions.target: no address");
+  }
+  return v4.empty() ? absl::StrCat("ipv6:", absl::StrJoin(v6, ","))
+                    : absl::StrCat("ipv4:", absl::StrJoin(v4, ","));
 }
 
 absl::Status ToAbsl(const grpc::Status& status) {
@@ -308,6 +369,56 @@ absl::StatusOr<int> HealthStatus(const grpc::ByteBuffer& buffer) {
   return status;
 }
 
+// Constants of `program` sent by digest instead of inline: their bytes by
+// digest hash, to upload or to put back.
+using BlobBytes = absl::flat_hash_map<std::string, std::string>;
+
+BlobBytes OffloadConstants(v1::Program& program, int64_t threshold) {
+  BlobBytes blobs;
+  if (threshold <= 0) return blobs;
+  for (v1::Constant& constant : *program.mutable_constants()) {
+    if (!constant.has_data() ||
+        static_cast<int64_t>(constant.data().size()) < threshold) {
+      continue;
+    }
+    v1::Digest digest = BlobDigestOf(constant.data());
+    blobs.emplace(digest.hash(), std::move(*constant.mutable_data()));
+    constant.clear_data();
+    *constant.mutable_data_digest() = std::move(digest);
+  }
+  return blobs;
+}
+
+// Puts the bytes of `blobs` back into the constants of `program` that refer
+// to them.
+template <typename Response>
+void RestoreConstants(Response& response, const BlobBytes& blobs) {
+  // mutable_program() would create an (empty) program where none was sent.
+  if (blobs.empty() || !response.has_program()) return;
+  for (v1::Constant& constant :
+       *response.mutable_program()->mutable_constants()) {
+    if (!constant.has_data_digest()) continue;
+    auto found = blobs.find(constant.data_digest().hash());
+    if (found == blobs.end()) continue;
+    constant.clear_data_digest();
+    constant.set_data(found->second);
+  }
+}
+
+// The digests a MISSING_BLOBS error names ("blobs/HASH/SIZE" subjects).
+std::vector<std::string> MissingBlobHashes(const absl::Status& status) {
+  std::vector<std::string> hashes;
+  std::optional<google::rpc::PreconditionFailure> failure =
+      ErrorDetail<google::rpc::PreconditionFailure>(status);
+  if (!failure) return hashes;
+  for (const auto& violation : failure->violations()) {
+    if (violation.type() != "MISSING") continue;
+    std::vector<std::string> parts = absl::StrSplit(violation.subject(), '/');
+    if (parts.size() == 3 && parts[0] == "blobs") hashes.push_back(parts[1]);
+  }
+  return hashes;
+}
+
 class ClientImpl final : public Client {
  public:
   explicit ClientImpl(std::unique_ptr<Channel> channel)
@@ -316,6 +427,192 @@ class ClientImpl final : public Client {
 
   absl::StatusOr<v1::LowerResponse> Lower(const v1::LowerRequest& request,
                                           const CallOptions& call) override {
+    const ClientOptions& options = channel_->options;
+    const bool large = static_cast<int64_t>(request.ByteSizeLong()) >=
+                       options.lookup_min_request_bytes;
+    const bool lookup = options.lookup_first && large && !call.bypass_cache;
+    const bool offload =
+        options.blob_threshold_bytes > 0 &&
+        HasLargeConstant(request.program(), options.blob_threshold_bytes);
+    std::optional<v1::GetCapabilitiesResponse> caps;
+    if (lookup || offload) caps = Capabilities(call);
+    const v1::LowerRequest* sent = &request;
+    v1::LowerRequest by_digest;
+    BlobBytes blobs;
+    if (caps && offload && !caps->blob_store().empty()) {
+      by_digest = request;
+      blobs = OffloadConstants(*by_digest.mutable_program(),
+                               options.blob_threshold_bytes);
+      sent = &by_digest;
+    }
+    if (caps && lookup && !lookup_unimplemented_.load()) {
+      absl::StatusOr<v1::LowerResponse> found =
+          Lookup(LowerRequestDigest(*sent, caps->compiler_version()), call);
+      if (found.ok()) {
+        ++lookup_hits_;
+        RestoreConstants(*found, blobs);
+        return found;
+      }
+      if (found.status().code() == absl::StatusCode::kUnimplemented) {
+        lookup_unimplemented_.store(true);  // an older server
+      }
+    }
+    absl::StatusOr<v1::LowerResponse> lowered = PlainLower(*sent, call);
+    if (!lowered.ok() && !blobs.empty() &&
+        !MissingBlobHashes(lowered.status()).empty()) {
+      // A pass needs the bytes of some constants (a re-layout): upload
+      // those, then ask again.
+      if (absl::Status uploaded =
+              UploadNamed(MissingBlobHashes(lowered.status()), blobs, call);
+          !uploaded.ok()) {
+        return uploaded;
+      }
+      lowered = PlainLower(*sent, call);
+    }
+    if (lowered.ok()) RestoreConstants(*lowered, blobs);
+    return lowered;
+  }
+
+  absl::StatusOr<v1::LowerResponse> Lookup(const std::string& request_digest,
+                                           const CallOptions& call) override {
+    v1::LookupRequest request;
+    request.set_request_digest(request_digest);
+    return CallWithRetries<v1::LookupRequest, v1::LowerResponse>(
+        *channel_,
+        [](v1::Compiler::Stub& stub, grpc::ClientContext* context,
+           const v1::LookupRequest& request, v1::LowerResponse* response) {
+          return stub.Lookup(context, request, response);
+        },
+        request, call);
+  }
+
+  absl::StatusOr<std::string> RequestDigest(const v1::LowerRequest& request,
+                                            const CallOptions& call) override {
+    std::optional<v1::GetCapabilitiesResponse> caps = Capabilities(call);
+    if (!caps) {
+      return absl::UnavailableError(
+          "cannot ask the server for its compiler version");
+    }
+    return LowerRequestDigest(request, caps->compiler_version());
+  }
+
+  absl::StatusOr<std::vector<v1::Digest>> FindMissingBlobs(
+      const std::vector<v1::Digest>& digests,
+      const CallOptions& call) override {
+    v1::FindMissingBlobsRequest request;
+    for (const v1::Digest& digest : digests)
+      *request.add_blob_digests() = digest;
+    absl::StatusOr<v1::FindMissingBlobsResponse> response =
+        CallWithRetries<v1::FindMissingBlobsRequest,
+                        v1::FindMissingBlobsResponse>(
+            *channel_,
+            [](v1::Compiler::Stub& stub, grpc::ClientContext* context,
+               const v1::FindMissingBlobsRequest& request,
+               v1::FindMissingBlobsResponse* response) {
+              return stub.FindMissingBlobs(context, request, response);
+            },
+            request, call);
+    if (!response.ok()) return response.status();
+    return std::vector<v1::Digest>(response->missing_blob_digests().begin(),
+                                   response->missing_blob_digests().end());
+  }
+
+  absl::StatusOr<v1::Digest> UploadBlob(const std::string& bytes,
+                                        const CallOptions& call) override {
+    const v1::Digest digest = BlobDigestOf(bytes);
+    const size_t chunk =
+        static_cast<size_t>(std::max(1, channel_->options.upload_chunk_bytes));
+    SystemClock::time_point deadline = channel_->Deadline(call);
+    for (int attempt = 1;; ++attempt) {
+      grpc::ClientContext context;
+      channel_->Prepare(context, call, deadline);
+      v1::UploadBlobResponse response;
+      ++channel_->attempts;
+      std::unique_ptr<grpc::ClientWriter<v1::UploadBlobRequest>> writer =
+          channel_->stub->UploadBlob(&context, &response);
+      size_t offset = 0;
+      bool first = true;
+      do {
+        v1::UploadBlobRequest message;
+        if (first) *message.mutable_digest() = digest;
+        first = false;
+        message.set_data(bytes.substr(offset, chunk));
+        offset += chunk;
+        if (!writer->Write(message)) break;  // the server ended the stream
+      } while (offset < bytes.size());
+      writer->WritesDone();
+      grpc::Status status = writer->Finish();
+      if (status.ok()) return digest;
+      std::optional<std::chrono::milliseconds> pause =
+          channel_->RetryPause(status, attempt, deadline);
+      if (!pause) return ToAbsl(status);
+      std::this_thread::sleep_for(*pause);
+    }
+  }
+
+  int64_t lookup_hits() const override { return lookup_hits_.load(); }
+
+ private:
+  static bool HasLargeConstant(const v1::Program& program, int64_t threshold) {
+    for (const v1::Constant& constant : program.constants()) {
+      if (constant.has_data() &&
+          static_cast<int64_t>(constant.data().size()) >= threshold) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // GetCapabilities, asked once per Client (a failure is not remembered).
+  std::optional<v1::GetCapabilitiesResponse> Capabilities(
+      const CallOptions& call) {
+    {
+      std::lock_guard<std::mutex> lock(caps_mutex_);
+      if (caps_) return caps_;
+    }
+    absl::StatusOr<v1::GetCapabilitiesResponse> caps = GetCapabilities(call);
+    if (!caps.ok()) return std::nullopt;
+    std::lock_guard<std::mutex> lock(caps_mutex_);
+    caps_ = *std::move(caps);
+    return caps_;
+  }
+
+  // Uploads the blobs named by `hashes` from `blobs`.
+  absl::Status UploadNamed(const std::vector<std::string>& hashes,
+                           const BlobBytes& blobs, const CallOptions& call) {
+    for (const std::string& hash : hashes) {
+      auto found = blobs.find(hash);
+      if (found == blobs.end()) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("the server is missing blob ", hash,
+                         ", which this call did not "
+                         "send"));
+      }
+      absl::StatusOr<v1::Digest> uploaded = UploadBlob(found->second, call);
+      if (!uploaded.ok()) return uploaded.status();
+    }
+    return absl::OkStatus();
+  }
+
+  // Uploads whichever of `blobs` the server lacks.
+  absl::Status UploadMissing(const BlobBytes& blobs, const CallOptions& call) {
+    std::vector<v1::Digest> digests;
+    for (const auto& [hash, bytes] : blobs) {
+      v1::Digest digest;
+      digest.set_hash(hash);
+      digest.set_size_bytes(static_cast<int64_t>(bytes.size()));
+      digests.push_back(std::move(digest));
+    }
+    absl::StatusOr<std::vector<v1::Digest>> missing =
+        FindMissingBlobs(digests, call);
+    if (!missing.ok()) return missing.status();
+    std::vector<std::string> hashes;
+    for (const v1::Digest& digest : *missing) hashes.push_back(digest.hash());
+    return UploadNamed(hashes, blobs, call);
+  }
+
+  absl::StatusOr<v1::LowerResponse> PlainLower(const v1::LowerRequest& request,
+                                               const CallOptions& call) {
     return CallWithRetries<v1::LowerRequest, v1::LowerResponse>(
         *channel_,
         [](v1::Compiler::Stub& stub, grpc::ClientContext* context,
@@ -327,6 +624,34 @@ class ClientImpl final : public Client {
 
   absl::StatusOr<v1::VerifyResponse> Verify(const v1::VerifyRequest& request,
                                             const CallOptions& call) override {
+    const int64_t threshold = channel_->options.blob_threshold_bytes;
+    if (threshold <= 0 ||
+        !HasLargeConstant(request.request().program(), threshold)) {
+      return PlainVerify(request, call);
+    }
+    std::optional<v1::GetCapabilitiesResponse> caps = Capabilities(call);
+    if (!caps || caps->blob_store().empty()) return PlainVerify(request, call);
+    v1::VerifyRequest by_digest = request;
+    BlobBytes blobs = OffloadConstants(
+        *by_digest.mutable_request()->mutable_program(), threshold);
+    if (absl::Status uploaded = UploadMissing(blobs, call); !uploaded.ok()) {
+      return uploaded;
+    }
+    absl::StatusOr<v1::VerifyResponse> verified = PlainVerify(by_digest, call);
+    // A blob evicted between the upload and the call: once more.
+    if (!verified.ok() && !MissingBlobHashes(verified.status()).empty()) {
+      if (absl::Status uploaded = UploadMissing(blobs, call); !uploaded.ok()) {
+        return uploaded;
+      }
+      verified = PlainVerify(by_digest, call);
+    }
+    if (verified.ok()) RestoreConstants(*verified, blobs);
+    return verified;
+  }
+
+ private:
+  absl::StatusOr<v1::VerifyResponse> PlainVerify(
+      const v1::VerifyRequest& request, const CallOptions& call) {
     return CallWithRetries<v1::VerifyRequest, v1::VerifyResponse>(
         *channel_,
         [](v1::Compiler::Stub& stub, grpc::ClientContext* context,
@@ -336,6 +661,7 @@ class ClientImpl final : public Client {
         request, call);
   }
 
+ public:
   absl::StatusOr<v1::GetCapabilitiesResponse> GetCapabilities(
       const CallOptions& call) override {
     return CallWithRetries<v1::GetCapabilitiesRequest,
@@ -425,6 +751,10 @@ class ClientImpl final : public Client {
   }
 
   std::unique_ptr<Channel> channel_;
+  std::mutex caps_mutex_;
+  std::optional<v1::GetCapabilitiesResponse> caps_;
+  std::atomic<bool> lookup_unimplemented_{false};
+  std::atomic<int64_t> lookup_hits_{0};
 };
 
 }  // namespace
@@ -495,16 +825,21 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
   if (!tls.server_name_override.empty()) {
     arguments.SetSslTargetNameOverride(tls.server_name_override);
   }
-  if (!options.load_balancing_policy.empty()) {
-    arguments.SetLoadBalancingPolicyName(options.load_balancing_policy);
+  std::string target = options.target;
+  std::string policy = options.load_balancing_policy;
+  if (target.find(',') != std::string::npos) {
+    absl::StatusOr<std::string> list = AddressListTarget(target);
+    if (!list.ok()) return list.status();
+    target = *std::move(list);
+    if (policy.empty()) policy = "round_robin";
   }
+  if (!policy.empty()) arguments.SetLoadBalancingPolicyName(policy);
   channel->metadata = options.metadata;
   if (!token.empty()) {
     channel->metadata.emplace_back("authorization",
                                    absl::StrCat("Bearer ", token));
   }
-  channel->channel =
-      grpc::CreateCustomChannel(options.target, credentials, arguments);
+  channel->channel = grpc::CreateCustomChannel(target, credentials, arguments);
   channel->stub = v1::Compiler::NewStub(channel->channel);
   channel->options = std::move(options);
   return std::unique_ptr<Client>(new ClientImpl(std::move(channel)));

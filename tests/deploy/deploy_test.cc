@@ -12,8 +12,10 @@
 #include <set>
 #include <sstream>
 
+#include "absl/strings/str_cat.h"
 #include "server/config.h"
 #include "server/ferry_server.h"
+#include "server/memory_budget.h"
 #include "tests/deploy/mini_yaml.h"
 
 namespace ferry::testing {
@@ -498,6 +500,141 @@ TEST(ContainerfileTest, GpuImageUsesTheCuda13RuntimeImage) {
   EXPECT_NE(file.find("-DFERRY_CUDA=ON"), std::string::npos);
   EXPECT_NE(file.find("USER 10001:10001"), std::string::npos);
   EXPECT_NE(file.find("ferry.v1.Compiler/gpu"), std::string::npos);
+}
+
+// The configuration a container runs with: the image's config file, then
+// its args (which override it), as ferryd reads them.
+ServerConfig ContainerConfig(const Yaml& container, const std::string& conf) {
+  ServerConfig config;
+  absl::Status status =
+      ApplyConfigText(ReadText(kDeploy + "/" + conf), conf, config);
+  EXPECT_TRUE(status.ok()) << status;
+  if (const Yaml* args = container.Find("args")) {
+    for (const Yaml& arg : args->list) {
+      std::string flag = arg.scalar;
+      if (flag.rfind("--config", 0) == 0) continue;
+      size_t equals = flag.find('=');
+      EXPECT_NE(equals, std::string::npos) << flag;
+      if (equals == std::string::npos) continue;
+      status = ApplyConfigText(absl::StrCat(flag.substr(2, equals - 2), " = ",
+                                            flag.substr(equals + 1)),
+                               "args", config);
+      EXPECT_TRUE(status.ok()) << status;
+    }
+  }
+  EXPECT_TRUE(ValidateConfig(config).ok());
+  return config;
+}
+
+// "4Gi", "512Mi", "1G" in bytes (0 when unreadable).
+int64_t Quantity(const std::string& text) {
+  static const std::vector<std::pair<std::string, int64_t>> kUnits = {
+      {"Ki", int64_t{1} << 10}, {"Mi", int64_t{1} << 20},
+      {"Gi", int64_t{1} << 30}, {"k", 1000},
+      {"M", 1'000'000},         {"G", 1'000'000'000}};
+  for (const auto& [suffix, scale] : kUnits) {
+    if (text.size() > suffix.size() &&
+        text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      return std::atoll(text.substr(0, text.size() - suffix.size()).c_str()) *
+             scale;
+    }
+  }
+  return std::atoll(text.c_str());
+}
+
+TEST(ManifestTest, CacheTierRebalancingAndAdmissionFitTogether) {
+  std::string how;
+  std::vector<Yaml> documents = RenderedManifests(&how);
+  ASSERT_FALSE(documents.empty());
+  const Yaml* redis = FindResource(documents, "Deployment", "ferry-redis");
+  const Yaml* redis_service = FindResource(documents, "Service", "ferry-redis");
+  ASSERT_NE(redis, nullptr);
+  ASSERT_NE(redis_service, nullptr);
+  const std::string redis_port = redis_service->Str("spec.ports[0].port");
+
+  for (const auto& [name, conf] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"ferry-compile", "ferryd.conf"},
+           {"ferry-verify-gpu", "ferryd-gpu.conf"}}) {
+    SCOPED_TRACE(name);
+    const Yaml* deployment = FindResource(documents, "Deployment", name);
+    ASSERT_NE(deployment, nullptr);
+    const Yaml* pod = deployment->Find("spec.template.spec");
+    const Yaml* container =
+        deployment->Find("spec.template.spec.containers[0]");
+    ASSERT_NE(container, nullptr);
+    ServerConfig config = ContainerConfig(*container, conf);
+
+    // Both reach the shared tier through its Service.
+    EXPECT_EQ(config.cache_redis, absl::StrCat("ferry-redis:", redis_port));
+    // Connections age out so clients spread to new pods, and an aged
+    // connection's calls finish before the pod could be killed.
+    EXPECT_GT(config.max_connection_age.count(), 0);
+    EXPECT_LE(
+        config.max_connection_age_grace.count(),
+        std::atoll(pod->Str("terminationGracePeriodSeconds").c_str()) * 1000);
+
+    // Memory admission: a request at the node limit fits in the budget
+    // beside the cache, and the budget sits under the pod's limit with
+    // room for the process itself (measured idle peak ~60 MiB).
+    const int64_t largest =
+        JobMemoryEstimate(config.max_nodes) +
+        RequestMemoryEstimate(config.max_nodes * 60);  // ~58 wire B/node
+    EXPECT_LE(largest + config.cache_bytes, config.max_memory_bytes)
+        << "a legal request at --max-nodes could never be admitted";
+    const int64_t pod_limit =
+        Quantity(container->Str("resources.limits.memory"));
+    EXPECT_GE(pod_limit - config.max_memory_bytes, int64_t{512} << 20)
+        << "the pod's memory limit leaves too little above the budget";
+  }
+
+  // The HPA scales on the queue, not CPU only.
+  const Yaml* hpa =
+      FindResource(documents, "HorizontalPodAutoscaler", "ferry-compile");
+  ASSERT_NE(hpa, nullptr);
+  bool on_queue = false;
+  if (const Yaml* metrics = hpa->Find("spec.metrics")) {
+    for (const Yaml& metric : metrics->list) {
+      on_queue |= metric.Str("type") == "Pods" &&
+                  metric.Str("pods.metric.name") == "ferry_queue_depth";
+    }
+  }
+  EXPECT_TRUE(on_queue);
+
+  // The GPU endpoint rolls out without a spare GPU and asks for one GPU.
+  const Yaml* verify =
+      FindResource(documents, "Deployment", "ferry-verify-gpu");
+  ASSERT_NE(verify, nullptr);
+  EXPECT_EQ(verify->Str("spec.strategy.rollingUpdate.maxSurge"), "0");
+  EXPECT_EQ(verify->Str("spec.strategy.rollingUpdate.maxUnavailable"), "1");
+
+  // Redis is a cache: bounded, evicting, not persisted; only ferryd
+  // reaches it.
+  const Yaml* redis_container = redis->Find("spec.template.spec.containers[0]");
+  ASSERT_NE(redis_container, nullptr);
+  std::vector<std::string> args;
+  if (const Yaml* list = redis_container->Find("args")) {
+    for (const Yaml& arg : list->list) args.push_back(arg.scalar);
+  }
+  auto value_of = [&](const std::string& flag) {
+    for (size_t i = 0; i + 1 < args.size(); ++i)
+      if (args[i] == flag) return args[i + 1];
+    return std::string("<absent>");
+  };
+  EXPECT_EQ(value_of("--maxmemory-policy"), "allkeys-lru");
+  EXPECT_EQ(value_of("--save"), "");
+  EXPECT_EQ(value_of("--appendonly"), "no");
+  // Redis' "6gb" is 6 GiB; its own overhead needs room under the limit.
+  std::string maxmemory = value_of("--maxmemory");
+  ASSERT_GT(maxmemory.size(), 2u);
+  ASSERT_EQ(maxmemory.substr(maxmemory.size() - 2), "gb");
+  EXPECT_LT(Quantity(maxmemory.substr(0, maxmemory.size() - 2) + "Gi") +
+                (int64_t{512} << 20),
+            Quantity(redis_container->Str("resources.limits.memory")));
+  const Yaml* redis_policy =
+      FindResource(documents, "NetworkPolicy", "ferry-redis");
+  ASSERT_NE(redis_policy, nullptr);
+  EXPECT_EQ(redis_policy->Str("spec.ingress[0].ports[0].port"), redis_port);
 }
 
 TEST(ContainerfileTest, ImageConfigFilesUseFerrydKeys) {

@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "client/testing/synthetic_program.h"
 #include "ferry/client.h"
 #include "google/protobuf/text_format.h"
@@ -19,6 +20,7 @@
 #include "server/compiler_service.h"
 #include "server/metrics.h"
 #include "server/version.h"
+#include "server/wire_convert.h"
 #include "tests/service/service_test_support.h"
 
 namespace ferry::testing {
@@ -458,6 +460,58 @@ TEST(ServiceTest, MemoryBudgetRefusesWhatDoesNotFitAndCountsTheCache) {
   // Once answered, only the cache holds memory.
   EXPECT_TRUE(Eventually(
       [&] { return service.memory().used() == service.cache().bytes(); }));
+}
+
+// Memory admission: each job is charged an estimate per node before it
+// starts. One that could never fit is refused at once (QuotaFailure, no
+// RetryInfo); jobs that fit one at a time but not together wait for each
+// other instead of failing.
+TEST(ServiceTest, MemoryAdmissionQueuesWhatFitsAndRefusesWhatNeverWill) {
+  ServerConfig config = LoopbackConfig();
+  config.max_memory_bytes = int64_t{64} << 20;
+  config.cache_bytes = 0;
+  config.max_verify_bytes = int64_t{32} << 20;
+  config.memory_wait = std::chrono::seconds(20);
+  auto server = StartServer(config);
+  ASSERT_NE(server, nullptr);
+  auto client = Connect(server->address(), [](ClientOptions& options) {
+    options.retry.max_attempts = 1;
+  });
+
+  // 12k nodes: ~0.7 MB on the wire (fits on arrival), 72 MiB of pipeline.
+  const v1::LowerRequest never = SyntheticChainRequest(12000);
+  ASSERT_GT(JobMemoryEstimate(CountNodes(never.program())),
+            config.max_memory_bytes);
+  absl::Status refused = client->Lower(never).status();
+  ASSERT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
+  EXPECT_FALSE(ErrorDetail<google::rpc::RetryInfo>(refused).has_value());
+  std::optional<google::rpc::QuotaFailure> quota =
+      ErrorDetail<google::rpc::QuotaFailure>(refused);
+  ASSERT_TRUE(quota.has_value());
+  EXPECT_EQ(quota->violations(0).subject(), "memory_estimate_bytes");
+
+  // 6k nodes: ~36 MiB each, so two do not fit at once. Both workers start
+  // together; one waits for the other, and every call succeeds.
+  auto held = Connect(server->address(), [](ClientOptions& options) {
+    options.retry.max_attempts = 1;
+  });
+  std::vector<std::future<absl::StatusOr<v1::LowerResponse>>> calls;
+  for (int i = 0; i < 4; ++i) {
+    calls.push_back(std::async(std::launch::async, [&, i] {
+      return held->Lower(SyntheticChainRequest(6000, 100 + i));
+    }));
+  }
+  for (auto& call : calls) {
+    absl::StatusOr<v1::LowerResponse> lowered = call.get();
+    ASSERT_TRUE(lowered.ok()) << lowered.status();
+    EXPECT_TRUE(lowered->ok());
+  }
+  std::string metrics = server->RenderMetrics();
+  EXPECT_TRUE(absl::StrContains(
+      metrics, "ferry_memory_wait_seconds_count{kind=\"job\"}"))
+      << "no job waited for the budget";
+  EXPECT_TRUE(
+      Eventually([&] { return server->service().memory().used() == 0; }));
 }
 
 // An exception anywhere in a job (here: thrown at its start) is that call's

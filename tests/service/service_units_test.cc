@@ -6,12 +6,13 @@
 #include <condition_variable>
 #include <limits>
 #include <mutex>
+#include <thread>
 
 #include "ferry/client.h"
+#include "ferry/digest.h"
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
 #include "server/config.h"
-#include "server/digest.h"
 #include "server/executor.h"
 #include "server/memory_budget.h"
 #include "server/metrics.h"
@@ -198,6 +199,42 @@ TEST(MemoryBudgetTest, ChargesFitUnderTheLimitAndAreReleased) {
             std::numeric_limits<int64_t>::max());
   EXPECT_EQ(RequestMemoryEstimate(1000),
             1000 * kRequestMemoryFactor + kRequestMemoryBaseBytes);
+}
+
+TEST(MemoryBudgetTest, ReserveWithinWaitsForAReleaseOrGivesUp) {
+  using Clock = std::chrono::steady_clock;
+  MemoryBudget budget(1000);
+  std::optional<MemoryBudget::Charge> held = budget.TryReserve(700);
+  ASSERT_TRUE(held.has_value());
+  // Nothing is released: gives up at the deadline.
+  EXPECT_FALSE(
+      budget
+          .ReserveWithin(500, Clock::now() + std::chrono::milliseconds(60), {})
+          .has_value());
+  // More than the whole budget: at once, without waiting.
+  Clock::time_point start = Clock::now();
+  EXPECT_FALSE(
+      budget.ReserveWithin(1001, Clock::now() + std::chrono::seconds(30), {})
+          .has_value());
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));
+  // The caller went away.
+  EXPECT_FALSE(budget
+                   .ReserveWithin(500, Clock::now() + std::chrono::seconds(30),
+                                  [] { return true; })
+                   .has_value());
+  // Released by another thread while waiting: admitted.
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    held.reset();
+  });
+  std::optional<MemoryBudget::Charge> admitted =
+      budget.ReserveWithin(500, Clock::now() + std::chrono::seconds(30), {});
+  releaser.join();
+  ASSERT_TRUE(admitted.has_value());
+  EXPECT_EQ(budget.used(), 500);
+  EXPECT_EQ(JobMemoryEstimate(10), 10 * kJobMemoryPerNodeBytes);
+  EXPECT_EQ(JobMemoryEstimate(int64_t{1} << 62),
+            std::numeric_limits<int64_t>::max());
 }
 
 TEST(ResultCacheTest, ChargesTheBudgetAndShedsForRunningWork) {

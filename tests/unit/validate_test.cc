@@ -465,6 +465,39 @@ TEST(ValidateTest, ConstantDataOfTheWrongSize) {
   EXPECT_THAT(clean.items(), IsEmpty());
 }
 
+TEST(ValidateTest, BlobReferencesNameExactlyTheStorage) {
+  const std::string hash(64, 'a');
+  const std::string program_tail =
+      Forward(Input("x", "dtype: F32 sizes: [2]") + Output("x"));
+  // The size the spec spans: clean (the bytes are the server's concern).
+  EXPECT_THAT(ValidateText("constants { name: 'w' spec { dtype: F32 sizes: "
+                           "[2] } data_digest { hash: '" +
+                           hash + "' size_bytes: 8 } } " + program_tail)
+                  .items(),
+              IsEmpty());
+  Diagnostic d = Only(ValidateText(
+      "constants { name: 'w' spec { dtype: F32 sizes: [2] } data_digest { "
+      "hash: '" +
+      hash + "' size_bytes: 12 } } " + program_tail));
+  EXPECT_EQ(d.code, codes::kBadBlobRef);
+  EXPECT_EQ(FirstNode(d), "w");
+  EXPECT_EQ(d.message,
+            "constant 'w''s blob has 12 bytes, but its spec f32[2] with "
+            "strides [1] and offset 0 spans 8 bytes");
+  d = Only(ValidateText(
+      "constants { name: 'w' spec { dtype: F32 sizes: [2] } data_digest { "
+      "hash: 'ABC' size_bytes: 8 } } " +
+      program_tail));
+  EXPECT_EQ(d.code, codes::kBadBlobRef);
+  EXPECT_THAT(d.message, HasSubstr("is not 64 lowercase hex digits"));
+  d = Only(ValidateText(
+      "constants { name: 'w' spec { dtype: F32 sizes: [2] } data: '12345678' "
+      "data_digest { hash: '" +
+      hash + "' size_bytes: 8 } } " + program_tail));
+  EXPECT_EQ(d.code, codes::kBadBlobRef);
+  EXPECT_EQ(d.message, "constant 'w' has both data and data_digest");
+}
+
 TEST(ValidateTest, NegativeDeviceIndex) {
   Program program =
       Import(Forward(Input("x", "dtype: F32 sizes: [2]") + Output("x")));

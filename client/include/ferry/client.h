@@ -17,11 +17,20 @@
 // body.
 //
 // Calls carry a deadline (ClientOptions::default_deadline unless the call
-// sets one). Lower, Verify and GetCapabilities are idempotent, so a call that
-// fails with UNAVAILABLE (server unreachable, restarting or draining) is
-// retried with exponential backoff within its deadline; no other status is
-// retried. A Client is thread-safe; async callbacks run on gRPC threads and
-// must not block.
+// sets one). Every call is idempotent, so one that fails with UNAVAILABLE
+// (server unreachable, restarting or draining) is retried with exponential
+// backoff within its deadline; no other status is retried. A Client is
+// thread-safe; async callbacks run on gRPC threads and must not block.
+//
+// The synchronous Lower asks before it sends a large program
+// (ClientOptions::lookup_first): it computes the request's digest
+// (ferry/digest.h) and calls Lookup; only a miss sends the program. Lower and
+// Verify send constants of at least ClientOptions::blob_threshold_bytes by
+// digest when the server keeps blobs (GetCapabilities().blob_store): Verify
+// uploads the ones the server lacks first (FindMissingBlobs, UploadBlob), so a
+// model whose weights exceed the message limit verifies; Lower uploads only
+// what a pass turns out to need, and the lowered program it returns has the
+// bytes back inline. The async forms send the request as given.
 #ifndef FERRY_CLIENT_CLIENT_H_
 #define FERRY_CLIENT_CLIENT_H_
 
@@ -66,7 +75,10 @@ struct RetryOptions {
 
 struct ClientOptions {
   // "host:port", "dns:///name:port" (with round_robin for a headless
-  // Kubernetes Service), "unix:/path".
+  // Kubernetes Service), "unix:/path", or several "host:port" separated by
+  // commas: every replica, round_robin between them (host names resolved
+  // once, by Create), so a call that fails with UNAVAILABLE on one replica
+  // is retried on another.
   std::string target;
   TlsOptions tls;
   // Sent as "authorization: Bearer <token>" on every call. token_file (read
@@ -83,6 +95,15 @@ struct ClientOptions {
   std::string load_balancing_policy;
   // Largest message sent or received.
   int max_message_bytes = 256 << 20;
+  // Lower: Lookup by digest before sending a program of at least
+  // lookup_min_request_bytes (below, sending costs about what asking does).
+  bool lookup_first = true;
+  int64_t lookup_min_request_bytes = 64 << 10;
+  // Lower and Verify: constants with at least this many bytes of data go by
+  // digest where the server keeps blobs; 0: always inline.
+  int64_t blob_threshold_bytes = int64_t{1} << 20;
+  // Bytes per UploadBlob message.
+  int upload_chunk_bytes = 1 << 20;
 };
 
 struct CallOptions {
@@ -136,6 +157,20 @@ class Client {
       Callback<v1::GetCapabilitiesResponse> done,
       const CallOptions& call = {}) = 0;
 
+  // The cached response of a Lower request by its digest (see
+  // RequestDigest); NOT_FOUND when the server does not hold it.
+  virtual absl::StatusOr<v1::LowerResponse> Lookup(
+      const std::string& request_digest, const CallOptions& call = {}) = 0;
+  // The digest the server keys `request`'s result by (its compiler version
+  // from GetCapabilities, asked once per Client).
+  virtual absl::StatusOr<std::string> RequestDigest(
+      const v1::LowerRequest& request, const CallOptions& call = {}) = 0;
+  virtual absl::StatusOr<std::vector<v1::Digest>> FindMissingBlobs(
+      const std::vector<v1::Digest>& digests, const CallOptions& call = {}) = 0;
+  // Uploads `bytes` in chunks; their digest.
+  virtual absl::StatusOr<v1::Digest> UploadBlob(
+      const std::string& bytes, const CallOptions& call = {}) = 0;
+
   // grpc.health.v1 Check of `service` ("" for the whole server): true when
   // SERVING. No retries.
   virtual absl::StatusOr<bool> CheckHealth(const std::string& service,
@@ -143,6 +178,8 @@ class Client {
 
   // Attempts made by the calls of this client so far (retries included).
   virtual int64_t attempts() const = 0;
+  // Lower calls answered by Lookup, without sending the program.
+  virtual int64_t lookup_hits() const = 0;
 };
 
 // The server's google.rpc.Status attached to an error, if any.
