@@ -79,6 +79,26 @@ class ClientTest(unittest.TestCase):
             self.assertTrue(verified.report.outputs[0].match)
             self.assertGreaterEqual(client.attempts, 3)
 
+    def test_digest_computed_here_is_the_servers(self):
+        # The documented digest (docs/service.md, "Request digests"),
+        # computed in Python, finds what the C++ server cached.
+        program, _ = self.program()
+        request = ferry.proto.program_pb2.LowerRequest(program=program)
+        request.options.partitioner.tag_targets["b"] = "cuda:1"
+        request.options.partitioner.tag_targets["a"] = "cuda:0"
+        with ferry.Client(self.server.address, deadline=120) as client:
+            digest = client.request_digest(request)
+            self.assertIsNone(client.lookup(digest))
+            lowered = client.lower(request)
+            self.assertEqual(lowered.request_digest, digest)
+            found = client.lookup(digest)
+            self.assertIsNotNone(found)
+            self.assertTrue(found.cached)
+            self.assertEqual(found.program, lowered.program)
+            with self.assertRaises(ferry.ClientError) as bad:
+                client.lookup("not-a-digest")
+            self.assertEqual(bad.exception.code.name, "INVALID_ARGUMENT")
+
     def test_compile_error_is_a_response(self):
         program, _ = self.program()
         program.methods[0].nodes[-2].tensor.sizes[1] = 5  # wrong relu shape

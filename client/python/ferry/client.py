@@ -12,7 +12,9 @@ and GetCapabilities are idempotent). A request the server refuses raises
 a program that does not compile is an ordinary response with ``ok`` false.
 """
 
+import hashlib
 import random
+import struct
 import time
 
 from ferry import FerryError
@@ -26,7 +28,21 @@ except ImportError as e:  # pragma: no cover - Debian's python3-grpcio
 
 from ferry.proto import compiler_pb2_grpc  # noqa: E402
 
-__all__ = ["Client", "ClientError"]
+__all__ = ["Client", "ClientError", "request_digest"]
+
+
+def request_digest(request, compiler_version):
+    """The key a server of `compiler_version` caches `request`'s result by
+    (docs/service.md, "Request digests"; the C++ side is
+    proto/ferry/digest.h): SHA-256 over length-prefixed parts."""
+    if isinstance(request, program_pb2.Program):
+        request = program_pb2.LowerRequest(program=request)
+    sha = hashlib.sha256()
+    for part in (b"ferry.v1.Compiler/Lower", compiler_version.encode(),
+                 request.SerializeToString(deterministic=True)):
+        sha.update(struct.pack("<Q", len(part)))
+        sha.update(part)
+    return sha.hexdigest()
 
 _DEVICES = {
     "auto": compiler_pb2.VERIFY_DEVICE_AUTO,
@@ -218,6 +234,25 @@ class Client:
         self._check_size(request)
         return self._call(self._stub.Verify, request, deadline, request_id,
                           bypass_cache)
+
+    def request_digest(self, request):
+        """`request`'s digest for this server (its compiler version, asked
+        once)."""
+        if getattr(self, "_compiler_version", None) is None:
+            self._compiler_version = self.capabilities().compiler_version
+        return request_digest(request, self._compiler_version)
+
+    def lookup(self, digest, *, deadline=None):
+        """The cached LowerResponse of a request digest, or None when the
+        server does not hold it (the program need not be sent)."""
+        try:
+            return self._call(self._stub.Lookup,
+                              compiler_pb2.LookupRequest(request_digest=digest),
+                              deadline, None, False)
+        except ClientError as e:
+            if e.code == grpc.StatusCode.NOT_FOUND:
+                return None
+            raise
 
     def capabilities(self, *, deadline=None):
         """The server's GetCapabilitiesResponse."""
