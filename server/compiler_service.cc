@@ -1090,7 +1090,13 @@ void CompilerService::RunVerify(Call* call, const v1::VerifyRequest& request,
     call->Complete(JobError(verify_bytes.status(), "verification"));
     return;
   }
-  if (!ChargeMemory(call, *verify_bytes)) return;
+  // On the worker: waits for running jobs like the pipeline's charge.
+  if (std::optional<grpc::Status> refused =
+          ChargeJobMemory(call, *verify_bytes)) {
+    metrics_.RecordVerification("none", "error");
+    call->Complete(*refused);
+    return;
+  }
   absl::StatusOr<VerifyReport> report =
       VerifyPrograms(original, lowered->program, options);
   RecordJobTime(Clock::now() - start);

@@ -118,7 +118,9 @@ bool ParseRemoteFlag(const Args& args, size_t* i, RemoteOptions* remote,
 std::string RemoteFlagsHelp() {
   return "remote options (run on a ferryd instead of in-process):\n"
          "  --server ADDR            HOST:PORT or dns:///NAME:PORT of a "
-         "ferryd\n"
+         "ferryd, or\n"
+         "                           HOST:PORT,HOST:PORT,... of replicas "
+         "(round_robin)\n"
          "  --tls                    use TLS (system roots unless --tls-ca)\n"
          "  --tls-ca FILE            CA certificates (PEM) to trust\n"
          "  --tls-cert FILE, --tls-key FILE   client certificate and key "

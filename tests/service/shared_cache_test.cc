@@ -24,6 +24,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -519,6 +520,34 @@ INSTANTIATE_TEST_SUITE_P(Stores, BlobTest, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& info) {
                            return info.param ? "Redis" : "Disk";
                          });
+
+// --max-connection-age: the server closes aged connections (GOAWAY), the
+// client reconnects (so it would reach pods added since), and no call fails.
+TEST(Rebalancing, AgedConnectionsAreReplacedWithoutFailedCalls) {
+  TempDir dir;
+  Replica replica(
+      dir, "ferryd",
+      {"--max-connection-age=500ms", "--max-connection-age-grace=2s"});
+  ASSERT_FALSE(replica.address().empty());
+  std::unique_ptr<Client> client = Plain(replica.address());
+  int failed = 0;
+  for (int i = 0; i < 25; ++i) {  // ~2.5 s, five connection ages
+    CallOptions call;
+    call.bypass_cache = true;
+    if (!client->Lower(TinyRequest(i), call).ok()) ++failed;
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  EXPECT_EQ(failed, 0);
+  std::set<std::string> peers;
+  for (absl::string_view line :
+       absl::StrSplit(ReadFileText(dir.File("ferryd-stderr")), '\n')) {
+    size_t at = line.find("\"peer\":\"");
+    if (at == absl::string_view::npos) continue;
+    absl::string_view peer = line.substr(at + 8);
+    peers.insert(std::string(peer.substr(0, peer.find('"'))));
+  }
+  EXPECT_GE(peers.size(), 2u) << "the client kept one connection throughout";
+}
 
 TEST(SharedCacheConfig, BadRedisAddressIsRefusedAtStart) {
   TempDir dir;

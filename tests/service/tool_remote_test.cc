@@ -95,6 +95,31 @@ TEST_F(ToolRemoteTest, LowerPrintsWhatTheInProcessToolPrints) {
   EXPECT_EQ(WithoutTimings(remote_json.out), WithoutTimings(local_json.out));
 }
 
+// A large program already lowered is answered by Lookup: the second run
+// sends no program (the server logs a Lookup hit and no second Lower), and
+// prints the same. --server takes a list of replicas too.
+TEST_F(ToolRemoteTest, LowerAsksByDigestBeforeSendingALargeProgram) {
+  dir_.Write("large.textproto", ToText(SyntheticChainRequest(3000, 5)));
+  std::string file = dir_.File("large.textproto");
+  Run first = Tool({"lower", "--server", address_, file});
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  Run second = Tool({"lower", "--server", address_ + "," + address_, file});
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_EQ(second.out, first.out);
+  std::string log = ReadFileText(dir_.File("ferryd.stderr"));
+  auto count = [&](const std::string& needle) {
+    int n = 0;
+    for (size_t at = 0; (at = log.find(needle, at)) != std::string::npos;
+         at += needle.size()) {
+      ++n;
+    }
+    return n;
+  };
+  EXPECT_EQ(count("\"method\":\"Lower\""), 1) << log;
+  EXPECT_EQ(count("\"method\":\"Lookup\",\"code\":\"NOT_FOUND\""), 1);
+  EXPECT_EQ(count("\"method\":\"Lookup\",\"code\":\"OK\""), 1);
+}
+
 TEST_F(ToolRemoteTest, VerifyOnSimMatchesTheInProcessTool) {
   std::string file = dir_.File("chain.textproto");
   Run local = Tool({"verify", "--device=sim", "--seed", "3", file});
