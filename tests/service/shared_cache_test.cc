@@ -71,6 +71,9 @@ class RedisServer {
     return out;
   }
   void Kill() { process_.Signal(SIGKILL); }
+  // Frozen: connections stay open and nothing answers (a slow Redis).
+  void Freeze() { process_.Signal(SIGSTOP); }
+  void Thaw() { process_.Signal(SIGCONT); }
 
  private:
   std::string socket_;
@@ -300,6 +303,30 @@ TEST_F(SharedCacheTest, RedisKilledUnderLoadCostsNoRequest) {
   std::string log = ReadFileText(dir_.File("ferryd0-stderr"));
   EXPECT_TRUE(absl::StrContains(log, "\"event\":\"redis\"")) << log;
   EXPECT_TRUE(absl::StrContains(log, "\"state\":\"down\""));
+}
+
+// A Redis that stops answering (connections open, nothing read) is the slow
+// case: each command gives up at --cache-redis-timeout, the store goes
+// down, and requests are served without it.
+TEST_F(SharedCacheTest, RedisThatStopsAnsweringCostsNoRequest) {
+  std::unique_ptr<Client> client = Plain(replicas_[0]->address());
+  std::vector<std::string> failures = RunLoad(
+      *client, 8, 8, 16, [&] { redis_->Freeze(); }, 300);
+  redis_->Thaw();
+  EXPECT_TRUE(failures.empty())
+      << failures.size() << " failed, first: " << failures.front();
+  EXPECT_GT(
+      replicas_[0]->Metric("ferry_shared_cache_total{result=\"unavailable\"}") +
+          replicas_[0]->Metric(
+              "ferry_shared_cache_total{result=\"store_failed\"}"),
+      0);
+  // Once it answers again, the tier comes back (after the backoff).
+  int variant = 9000;
+  EXPECT_TRUE(Eventually([&] {
+    // A new program each time: a hit in process would not ask Redis.
+    (void)client->Lower(SyntheticChainRequest(50, ++variant));
+    return replicas_[0]->Metric("ferry_shared_cache_up") == 1;
+  }));
 }
 
 TEST_F(SharedCacheTest, ReplicaKilledUnderLoadCostsNoIdempotentCall) {
