@@ -445,7 +445,9 @@ class ClientImpl final : public Client {
                                options.blob_threshold_bytes);
       sent = &by_digest;
     }
-    if (caps && lookup && !lookup_unimplemented_.load()) {
+    // A server that caches nothing cannot answer a Lookup.
+    if (caps && lookup && !lookup_unimplemented_.load() &&
+        (caps->cache_bytes() > 0 || !caps->shared_cache().empty())) {
       absl::StatusOr<v1::LowerResponse> found =
           Lookup(LowerRequestDigest(*sent, caps->compiler_version()), call);
       if (found.ok()) {
