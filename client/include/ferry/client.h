@@ -22,9 +22,9 @@
 // backoff within its deadline; no other status is retried. A Client is
 // thread-safe; async callbacks run on gRPC threads and must not block.
 //
-// The synchronous Lower asks before it sends a large program
-// (ClientOptions::lookup_first): it computes the request's digest
-// (ferry/digest.h) and calls Lookup; only a miss sends the program. Lower and
+// The synchronous Lower asks before it sends a large program to a server
+// that caches (ClientOptions::lookup_first): it computes the request's
+// digest (ferry/digest.h) and calls Lookup; only a miss sends the program. Lower and
 // Verify send constants of at least ClientOptions::blob_threshold_bytes by
 // digest when the server keeps blobs (GetCapabilities().blob_store): Verify
 // uploads the ones the server lacks first (FindMissingBlobs, UploadBlob), so a
