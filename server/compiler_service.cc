@@ -1261,6 +1261,7 @@ grpc::ServerUnaryReactor* CompilerService::Lookup(
 namespace {
 
 constexpr int kMaxDigestsPerCall = 10'000;
+constexpr int kMaxOpenUploads = 64;
 
 std::string BlobSubject(const v1::Digest& digest) {
   return absl::StrCat("blobs/", digest.hash(), "/", digest.size_bytes());
@@ -1323,6 +1324,14 @@ class CompilerService::UploadCall final
         context_(context),
         response_(response),
         arrival_(Clock::now()) {
+    // Open streams are bounded: one that sends nothing holds a slot until
+    // its caller's deadline, never the server.
+    if (service_.open_uploads_.fetch_add(1) >= kMaxOpenUploads) {
+      Done(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        absl::StrCat("more than ", kMaxOpenUploads,
+                                     " blob uploads are open; retry later")));
+      return;
+    }
     StartRead(&chunk_);
   }
 
@@ -1359,7 +1368,10 @@ class CompilerService::UploadCall final
     StartRead(&chunk_);
   }
 
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    service_.open_uploads_.fetch_sub(1);
+    delete this;
+  }
 
  private:
   std::optional<grpc::Status> Begin() {

@@ -543,6 +543,40 @@ TEST_P(BlobTest, MissingAndMismatchingBlobsAreClearErrors) {
   EXPECT_TRUE(verified->ok()) << verified->report().summary();
 }
 
+// Streams that never send a byte cannot pile up: beyond 64 open ones the
+// next is refused at once, and closing them frees the slots.
+TEST_P(BlobTest, IdleUploadStreamsAreBounded) {
+  auto channel = grpc::CreateChannel(replica_->address(),
+                                     grpc::InsecureChannelCredentials());
+  auto stub = v1::Compiler::NewStub(channel);
+  struct Open {
+    grpc::ClientContext context;
+    v1::UploadBlobResponse response;
+    std::unique_ptr<grpc::ClientWriter<v1::UploadBlobRequest>> writer;
+  };
+  std::vector<std::unique_ptr<Open>> idle;
+  for (int i = 0; i < 64; ++i) {
+    idle.push_back(std::make_unique<Open>());
+    idle.back()->writer =
+        stub->UploadBlob(&idle.back()->context, &idle.back()->response);
+  }
+  ASSERT_TRUE(Eventually([&] {
+    Open extra;
+    extra.context.set_deadline(std::chrono::system_clock::now() + seconds(5));
+    extra.writer = stub->UploadBlob(&extra.context, &extra.response);
+    extra.writer->WritesDone();
+    return extra.writer->Finish().error_code() ==
+           grpc::StatusCode::RESOURCE_EXHAUSTED;
+  })) << "a 65th idle upload stream was accepted";
+  for (auto& open : idle) {
+    open->writer->WritesDone();
+    EXPECT_EQ(open->writer->Finish().error_code(),
+              grpc::StatusCode::INVALID_ARGUMENT);  // carried no message
+  }
+  absl::StatusOr<v1::Digest> uploaded = Blobs(0)->UploadBlob("after");
+  EXPECT_TRUE(uploaded.ok()) << uploaded.status();
+}
+
 INSTANTIATE_TEST_SUITE_P(Stores, BlobTest, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& info) {
                            return info.param ? "Redis" : "Disk";
