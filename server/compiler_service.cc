@@ -106,6 +106,14 @@ VerifyDevice DeviceFromProto(v1::VerifyDevice device) {
   }
 }
 
+// How errors name a blob, as REAPI does: "blobs/HASH/SIZE".
+std::string BlobSubject(absl::string_view hash, int64_t size_bytes) {
+  return absl::StrCat("blobs/", hash, "/", size_bytes);
+}
+std::string BlobSubject(const v1::Digest& digest) {
+  return BlobSubject(digest.hash(), digest.size_bytes());
+}
+
 bool HasBlobRefs(const v1::Program& program) {
   for (const v1::Constant& constant : program.constants()) {
     if (constant.has_data_digest()) return true;
@@ -465,13 +473,19 @@ bool CompilerService::Submit(Call* call, std::function<void()> job) {
   return false;
 }
 
-bool CompilerService::ChargeMemory(Call* call, int64_t bytes) {
+std::optional<MemoryBudget::Charge> CompilerService::ReserveShedding(
+    int64_t bytes) {
   std::optional<MemoryBudget::Charge> charge = memory_.TryReserve(bytes);
   if (!charge) {
     // Running work comes before cached results.
     cache_.Shed(bytes);
     charge = memory_.TryReserve(bytes);
   }
+  return charge;
+}
+
+bool CompilerService::ChargeMemory(Call* call, int64_t bytes) {
+  std::optional<MemoryBudget::Charge> charge = ReserveShedding(bytes);
   if (!charge) {
     call->Complete(MemoryBudgetError(bytes, memory_.used(), memory_.limit(),
                                      EstimatedRetryDelay()));
@@ -620,17 +634,7 @@ grpc::ServerUnaryReactor* CompilerService::StartLower(
     if (ResultCache::Value hit = cache_.Lookup(key)) {
       lock.unlock();
       metrics_.RecordCacheLookup(true);
-      try {
-        *response = *hit;
-      } catch (const std::bad_alloc&) {
-        call->Complete(
-            OutOfMemoryError("copying a cached result", EstimatedRetryDelay()));
-        return call;
-      }
-      response->set_cached(true);
-      response->set_request_id(call->request_id());
-      call->SetOutcome("cache_hit");
-      call->Complete(grpc::Status::OK);
+      CompleteFromCache(call, *hit, response);
       return call;
     }
     metrics_.RecordCacheLookup(false);
@@ -803,9 +807,8 @@ std::optional<grpc::Status> CompilerService::ChargeJobMemory(Call* call,
     return OverLimitError("memory_estimate_bytes", bytes, memory_.limit(),
                           "OVER_MEMORY_BUDGET");
   }
-  std::optional<MemoryBudget::Charge> charge = memory_.TryReserve(bytes);
+  std::optional<MemoryBudget::Charge> charge = ReserveShedding(bytes);
   if (!charge) {
-    cache_.Shed(bytes);
     Clock::time_point waited_from = Clock::now();
     charge =
         memory_.ReserveWithin(bytes, waited_from + options_.memory_wait,
@@ -832,7 +835,7 @@ BlobFetcher CompilerService::Fetcher() {
     if (!bytes.ok()) return bytes.status();
     if (!bytes->has_value()) {
       return absl::FailedPreconditionError(
-          absl::StrCat("blobs/", ref.hash, "/", ref.size_bytes));
+          BlobSubject(ref.hash, ref.size_bytes));
     }
     return **std::move(bytes);
   };
@@ -844,14 +847,20 @@ std::optional<grpc::Status> CompilerService::ResolveBlobs(
   int64_t bytes = 0;
   for (v1::Constant& constant : *program.mutable_constants()) {
     if (!constant.has_data_digest() || constant.has_data()) continue;
+    const int64_t size = constant.data_digest().size_bytes();
+    // No stored blob is larger than --max-blob-bytes, so neither is a
+    // reference that can resolve; and the sum cannot overflow.
+    if (size < 0 || (blobs_ != nullptr && size > options_.max_blob_bytes) ||
+        __builtin_add_overflow(bytes, size, &bytes)) {
+      return OverLimitError("blob_bytes", size, options_.max_blob_bytes,
+                            "BLOB_TOO_LARGE");
+    }
     referring.push_back(&constant);
-    bytes += std::max<int64_t>(constant.data_digest().size_bytes(), 0);
   }
   if (referring.empty()) return std::nullopt;
   if (blobs_ == nullptr) {
     return MissingBlobsError(
-        {absl::StrCat("blobs/", referring[0]->data_digest().hash(), "/",
-                      referring[0]->data_digest().size_bytes())},
+        {BlobSubject(referring[0]->data_digest())},
         "this server keeps no blobs (start it with --cache-redis or "
         "--blob-dir)");
   }
@@ -868,9 +877,7 @@ std::optional<grpc::Status> CompilerService::ResolveBlobs(
                                        data.status().message()));
     }
     if (!data->has_value()) {
-      missing.push_back(absl::StrCat("blobs/", constant->data_digest().hash(),
-                                     "/",
-                                     constant->data_digest().size_bytes()));
+      missing.push_back(BlobSubject(constant->data_digest()));
       continue;
     }
     constant->set_data(**std::move(data));
@@ -1241,18 +1248,24 @@ grpc::ServerUnaryReactor* CompilerService::Lookup(
                                 "the program with Lower"));
     return call;
   }
+  CompleteFromCache(call, *hit, response);
+  return call;
+}
+
+void CompilerService::CompleteFromCache(Call* call,
+                                        const v1::LowerResponse& hit,
+                                        v1::LowerResponse* response) {
   try {
-    *response = *hit;
+    *response = hit;
   } catch (const std::bad_alloc&) {
     call->Complete(
         OutOfMemoryError("copying a cached result", EstimatedRetryDelay()));
-    return call;
+    return;
   }
   response->set_cached(true);
   response->set_request_id(call->request_id());
   call->SetOutcome("cache_hit");
   call->Complete(grpc::Status::OK);
-  return call;
 }
 
 // ---------------------------------------------------------------------------
@@ -1262,10 +1275,6 @@ namespace {
 
 constexpr int kMaxDigestsPerCall = 10'000;
 constexpr int kMaxOpenUploads = 64;
-
-std::string BlobSubject(const v1::Digest& digest) {
-  return absl::StrCat("blobs/", digest.hash(), "/", digest.size_bytes());
-}
 
 }  // namespace
 
@@ -1395,11 +1404,7 @@ class CompilerService::UploadCall final
                             service_.options_.max_blob_bytes, "BLOB_TOO_LARGE");
     }
     std::optional<MemoryBudget::Charge> charge =
-        service_.memory_.TryReserve(digest_.size_bytes());
-    if (!charge) {
-      service_.cache_.Shed(digest_.size_bytes());
-      charge = service_.memory_.TryReserve(digest_.size_bytes());
-    }
+        service_.ReserveShedding(digest_.size_bytes());
     if (!charge) {
       return MemoryBudgetError(digest_.size_bytes(), service_.memory_.used(),
                                service_.memory_.limit(),

@@ -179,6 +179,11 @@ class CompilerService final : public v1::Compiler::WithRawCallbackMethod_Lower<
   // entries first if it must); finishes `call` with MEMORY_BUDGET and
   // returns false when they do not fit.
   bool ChargeMemory(Call* call, int64_t bytes);
+  // TryReserve, after the cache has given up entries for it if need be.
+  std::optional<MemoryBudget::Charge> ReserveShedding(int64_t bytes);
+  // Answers `call` with a copy of the cached `hit`.
+  void CompleteFromCache(Call* call, const v1::LowerResponse& hit,
+                         v1::LowerResponse* response);
   // On a worker: charges `bytes` for the job, waiting up to
   // options_.memory_wait (and the call's deadline) for running jobs to
   // give memory back; the status to finish with when it cannot.

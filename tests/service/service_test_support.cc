@@ -15,8 +15,7 @@
 
 extern char** environ;
 
-#include "google/protobuf/io/coded_stream.h"
-#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "ferry/digest.h"
 
 namespace ferry::testing {
 
@@ -243,14 +242,7 @@ bool Eventually(const std::function<bool()>& predicate,
 }
 
 std::string CanonicalBytes(const google::protobuf::Message& message) {
-  std::string bytes;
-  {
-    google::protobuf::io::StringOutputStream stream(&bytes);
-    google::protobuf::io::CodedOutputStream coded(&stream);
-    coded.SetSerializationDeterministic(true);
-    message.SerializeToCodedStream(&coded);
-  }
-  return bytes;
+  return DeterministicBytes(message);
 }
 
 }  // namespace ferry::testing

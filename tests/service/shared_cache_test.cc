@@ -507,6 +507,18 @@ TEST_P(BlobTest, MissingAndMismatchingBlobsAreClearErrors) {
   EXPECT_EQ(failure->violations(0).subject(),
             absl::StrCat("blobs/", digest.hash(), "/", digest.size_bytes()));
 
+  // A reference larger than any blob the server takes: refused before
+  // anything is charged or read.
+  v1::VerifyRequest huge = verify;
+  huge.mutable_request()
+      ->mutable_program()
+      ->mutable_constants(0)
+      ->mutable_data_digest()
+      ->set_size_bytes(int64_t{1} << 62);
+  absl::Status over = client->Verify(huge).status();
+  EXPECT_EQ(over.code(), absl::StatusCode::kResourceExhausted) << over;
+  EXPECT_TRUE(ErrorDetail<google::rpc::QuotaFailure>(over).has_value());
+
   absl::StatusOr<std::vector<v1::Digest>> absent =
       client->FindMissingBlobs({digest});
   ASSERT_TRUE(absent.ok()) << absent.status();

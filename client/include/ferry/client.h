@@ -24,13 +24,14 @@
 //
 // The synchronous Lower asks before it sends a large program to a server
 // that caches (ClientOptions::lookup_first): it computes the request's
-// digest (ferry/digest.h) and calls Lookup; only a miss sends the program. Lower and
-// Verify send constants of at least ClientOptions::blob_threshold_bytes by
-// digest when the server keeps blobs (GetCapabilities().blob_store): Verify
-// uploads the ones the server lacks first (FindMissingBlobs, UploadBlob), so a
-// model whose weights exceed the message limit verifies; Lower uploads only
-// what a pass turns out to need, and the lowered program it returns has the
-// bytes back inline. The async forms send the request as given.
+// digest (ferry/digest.h) and calls Lookup; only a miss sends the program.
+// Lower and Verify send constants of at least
+// ClientOptions::blob_threshold_bytes by digest when the server keeps blobs
+// (GetCapabilities().blob_store): Verify uploads the ones the server lacks
+// first (FindMissingBlobs, UploadBlob), so a model whose weights exceed the
+// message limit verifies; Lower uploads only what a pass turns out to need, and
+// the lowered program it returns has the bytes back inline. The async forms
+// send the request as given.
 #ifndef FERRY_CLIENT_CLIENT_H_
 #define FERRY_CLIENT_CLIENT_H_
 
