@@ -48,7 +48,7 @@
 #include "absl/strings/str_cat.h"
 #include "passes/alias.h"
 #include "passes/diagnostic_codes.h"
-#include "passes/pipeline.h"
+#include "passes/options.h"
 #include "passes/schema.h"
 
 namespace ferry {

@@ -13,7 +13,7 @@
 #include "absl/status/statusor.h"
 #include "passes/diagnostics.h"
 #include "passes/ir.h"
-#include "passes/pipeline.h"
+#include "passes/options.h"
 
 namespace ferry {
 

@@ -13,69 +13,14 @@
 #include "absl/status/statusor.h"
 #include "passes/diagnostics.h"
 #include "passes/ir.h"
+#include "passes/options.h"
 #include "passes/resource_limits.h"
 
 namespace ferry {
 namespace v1 {
 class LowerRequest;
-class LowerOptions;
 class Program;
 }  // namespace v1
-
-// The operators each backend runs in a delegate, by backend id
-// ("FerryCudaBackend"): registry names ("aten::add.Tensor"). Filled by the
-// caller (ferryd, the ferry tool) from the runtime's declaration; passes/
-// never depends on runtime/. A backend not listed runs every lowerable
-// registry operator.
-struct BackendOperators {
-  std::vector<std::pair<std::string, std::vector<std::string>>>
-      by_backend;  // sorted by id; each list sorted
-  // The backend's operators; null when it declared none.
-  const std::vector<std::string>* For(std::string_view backend) const;
-};
-
-// Options of one lowering, resolved from ferry.v1.LowerOptions.
-// The bytes of a blob, FAILED_PRECONDITION when there is none.
-using BlobFetcher = std::function<absl::StatusOr<std::string>(const BlobRef&)>;
-
-struct LowerOptions {
-  struct MethodFlag {
-    bool default_value = false;
-    std::vector<std::pair<std::string, bool>> per_method;  // sorted by name
-    bool For(std::string_view method) const;
-  };
-  MethodFlag skip_h2d_for_method_inputs;
-  MethodFlag skip_d2h_for_method_outputs;
-  bool error_on_per_call_copies = false;
-  bool enable_non_cpu_memory_planning = true;
-  bool alloc_graph_input = true;
-  bool alloc_graph_output = true;
-  bool constant_staging_at_load = false;
-  enum class Partitioner { kByTag, kByCapability, kNone };
-  Partitioner partitioner = Partitioner::kByTag;
-  std::string partition_target = "cuda:0";
-  std::vector<std::pair<std::string, std::string>> tag_targets;  // sorted
-  std::string partition_backend;  // empty: by target
-  // BY_CAPABILITY: partitioner.allow_operators / deny_operators, as
-  // registry names, sorted.
-  std::vector<std::string> allow_operators;
-  std::vector<std::string> deny_operators;
-  // Not from the wire: what each backend runs (Lower's `backends`).
-  BackendOperators backend_operators;
-  // Not from the wire: what the lowering may allocate (resource_limits.h)
-  // and the request's serialized size, for max_expansion.
-  ResourceLimits limits;
-  int64_t request_bytes = 0;
-  // Not from the wire: the bytes of a constant given as a blob, for a pass
-  // that must rewrite them (normalize_layout); empty: such a constant is an
-  // error. The fetcher checks the bytes against the digest.
-  BlobFetcher fetch_blob;
-};
-
-// Converts the wire options, reporting malformed ones (unknown partitioner
-// target device, per-method overrides for methods that do not exist, ...).
-LowerOptions ResolveOptions(const v1::LowerOptions& proto,
-                            const Program& program, Diagnostics& diagnostics);
 
 struct ArenaSummary {
   std::string method;
@@ -125,6 +70,11 @@ absl::StatusOr<LowerResult> Lower(const v1::LowerRequest& request,
                                   const ResourceLimits& limits = {},
                                   const BackendOperators& backends = {},
                                   const BlobFetcher& fetch_blob = {});
+
+// The stages Lower runs, in order, named as LowerStats::passes names them:
+// "import", "validate", then each pass. A lowering that runs to the end
+// reports each of them once (GetCapabilities lists them).
+std::vector<std::string> PipelinePassNames();
 
 // Counts the copies and delegates of an already lowered program.
 LowerStats CountStats(const Program& program);

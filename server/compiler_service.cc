@@ -30,31 +30,6 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-// The pipeline's passes in order, as it reports them in LowerStats: learnt
-// by lowering the smallest program once, so that what is advertised is what
-// runs.
-std::vector<std::string> PipelinePassNames() {
-  v1::LowerRequest request;
-  v1::Method* method = request.mutable_program()->add_methods();
-  method->set_name("probe");
-  v1::Node* input = method->add_nodes();
-  input->set_name("x");
-  input->mutable_input()->set_kind(v1::USER_INPUT);
-  input->mutable_tensor()->set_dtype(v1::F32);
-  input->mutable_tensor()->add_sizes(1);
-  v1::Node* output = method->add_nodes();
-  output->set_name("output");
-  output->mutable_output()->add_values()->set_value("x");
-  std::vector<std::string> names;
-  absl::StatusOr<LowerResult> result = ferry::Lower(request);
-  if (result.ok()) {
-    for (const PassTiming& pass : result->stats.passes) {
-      names.push_back(pass.name);
-    }
-  }
-  return names;
-}
-
 double MillisBetween(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double, std::milli>(to - from).count();
 }
@@ -355,8 +330,7 @@ CompilerService::CompilerService(ServiceOptions options,
       metrics_(metrics),
       logger_(logger),
       memory_(options_.max_memory_bytes),
-      cache_(options_.cache_bytes, &memory_),
-      pass_names_(PipelinePassNames()) {
+      cache_(options_.cache_bytes, &memory_) {
   if (!options_.redis.address.empty()) {
     redis_ = std::make_unique<RedisStore>(options_.redis, logger_);
     shared_cache_ = std::make_unique<SharedResultCache>(
@@ -1171,7 +1145,7 @@ v1::GetCapabilitiesResponse CompilerService::Capabilities() const {
   limits->set_max_memory_bytes(options_.max_memory_bytes);
   limits->set_memory_wait_ms(options_.memory_wait.count());
   if (blobs_ != nullptr) limits->set_max_blob_bytes(options_.max_blob_bytes);
-  for (const std::string& pass : pass_names_) caps.add_passes(pass);
+  for (const std::string& pass : PipelinePassNames()) caps.add_passes(pass);
   const google::protobuf::Descriptor* lower_options =
       v1::LowerOptions::descriptor();
   for (int i = 0; i < lower_options->field_count(); ++i) {

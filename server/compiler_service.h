@@ -215,7 +215,6 @@ class CompilerService final : public v1::Compiler::WithRawCallbackMethod_Lower<
   std::unique_ptr<SharedResultCache> shared_cache_;
   std::unique_ptr<BlobStore> blobs_;
   std::atomic<int> open_uploads_{0};  // UploadBlob streams not yet done
-  const std::vector<std::string> pass_names_;
   std::atomic<bool> draining_{false};
   std::atomic<bool> aborting_{false};
   // Parent of every call's CancelToken; AbortInFlight cancels it, so work

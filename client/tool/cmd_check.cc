@@ -2,7 +2,7 @@
 #include <cstdio>
 
 #include "client/tool/tool_common.h"
-#include "passes/pipeline.h"
+#include "passes/options.h"
 #include "passes/validate.h"
 
 namespace ferry::tool {

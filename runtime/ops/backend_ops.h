@@ -25,7 +25,7 @@
 #include <string_view>
 #include <vector>
 
-#include "passes/pipeline.h"
+#include "passes/options.h"
 
 namespace ferry {
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "passes/ir.h"
-#include "passes/pipeline.h"
+#include "passes/options.h"
 
 namespace ferry::testing_util {
 

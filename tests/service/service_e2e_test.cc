@@ -716,6 +716,7 @@ TEST(ServiceTest, GetCapabilitiesAdvertisesLimitsPassesAndDevices) {
   EXPECT_EQ(caps->limits().default_deadline_ms(), 9000);
   EXPECT_EQ(caps->limits().max_deadline_ms(), 11000);
   std::vector<std::string> passes(caps->passes().begin(), caps->passes().end());
+  EXPECT_EQ(passes, PipelinePassNames());
   EXPECT_NE(std::find(passes.begin(), passes.end(), "partition"), passes.end());
   EXPECT_NE(std::find(passes.begin(), passes.end(), "place_and_copy"),
             passes.end());
