@@ -138,6 +138,22 @@ static_assert(FerryServer::kAbortWait + FerryServer::kTransportCloseWait <
 
 }  // namespace
 
+absl::StatusOr<std::shared_ptr<grpc::Channel>> ProbeChannel(
+    const std::string& address, const std::string& tls_ca,
+    const std::string& server_name) {
+  if (tls_ca.empty()) {
+    return grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  }
+  absl::StatusOr<std::string> roots = ReadFile(tls_ca, "--probe-tls-ca");
+  if (!roots.ok()) return roots.status();
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = *std::move(roots);
+  grpc::ChannelArguments arguments;
+  if (!server_name.empty()) arguments.SetSslTargetNameOverride(server_name);
+  return grpc::CreateCustomChannel(address, grpc::SslCredentials(ssl),
+                                   arguments);
+}
+
 FerryServer::FerryServer() = default;
 
 // When Drain returns false, destroying the server waits for the work that

@@ -14,8 +14,9 @@
 #include "server/config.h"
 
 namespace grpc {
+class Channel;
 class Server;
-}
+}  // namespace grpc
 
 namespace ferry {
 
@@ -92,6 +93,14 @@ class FerryServer {
   bool drained_ = false;
   bool drain_clean_ = true;
 };
+
+// The channel `ferryd --probe` checks a server's health on: plaintext, or
+// TLS trusting the CA certificate in the file `tls_ca` when that is set,
+// then expecting `server_name` (when set) in the server's certificate.
+// NOT_FOUND when the CA file cannot be read.
+absl::StatusOr<std::shared_ptr<grpc::Channel>> ProbeChannel(
+    const std::string& address, const std::string& tls_ca,
+    const std::string& server_name);
 
 }  // namespace ferry
 

@@ -6,6 +6,7 @@
 // NOT_SERVING, liveness still SERVING, new work refused, in-flight work
 // finishes within --drain-grace or is stopped) and exits 0, at the latest
 // --drain-grace + kDrainExitMargin after the signal.
+#include <grpcpp/grpcpp.h>
 #include <pthread.h>
 #include <signal.h>
 
@@ -13,43 +14,48 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "ferry/client.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "server/config.h"
 #include "server/ferry_server.h"
+#include "server/rpc_errors.h"
 #include "server/version.h"
 
 namespace {
 
 // `ferryd --probe ADDR`: exit 0 when the server's health is SERVING. The
 // container image's HEALTHCHECK runs this (the image has no other client).
+// One grpc.health.v1 Check, no retries.
 int Probe(const ferry::CommandLine& command_line) {
-  ferry::ClientOptions options;
-  options.target = command_line.probe_address;
-  if (!command_line.probe_tls_ca.empty()) {
-    options.tls.enabled = true;
-    options.tls.root_ca_file = command_line.probe_tls_ca;
-    options.tls.server_name_override = command_line.probe_server_name;
-  }
-  options.default_deadline = std::chrono::seconds(3);
-  options.retry.max_attempts = 1;
-  absl::StatusOr<std::unique_ptr<ferry::Client>> client =
-      ferry::Client::Create(options);
-  if (!client.ok()) {
-    std::cerr << "ferryd --probe: " << client.status() << "\n";
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      ferry::ProbeChannel(command_line.probe_address, command_line.probe_tls_ca,
+                          command_line.probe_server_name);
+  if (!channel.ok()) {
+    std::cerr << "ferryd --probe: " << channel.status() << "\n";
     return 2;
   }
-  absl::StatusOr<bool> serving =
-      (*client)->CheckHealth(command_line.probe_service);
-  if (!serving.ok()) {
-    std::cerr << "ferryd --probe: " << serving.status() << "\n";
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(3));
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service(command_line.probe_service);
+  grpc::health::v1::HealthCheckResponse response;
+  grpc::Status status = grpc::health::v1::Health::NewStub(*channel)->Check(
+      &context, request, &response);
+  if (!status.ok()) {
+    std::cerr << "ferryd --probe: "
+              << ferry::StatusCodeName(status.error_code()) << ": "
+              << status.error_message() << "\n";
     return 1;
   }
-  std::cout << (*serving ? "SERVING" : "NOT_SERVING") << "\n";
-  return *serving ? 0 : 1;
+  bool serving =
+      response.status() == grpc::health::v1::HealthCheckResponse::SERVING;
+  std::cout << (serving ? "SERVING" : "NOT_SERVING") << "\n";
+  return serving ? 0 : 1;
 }
 
 }  // namespace

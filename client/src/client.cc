@@ -2,7 +2,6 @@
 
 #include <arpa/inet.h>
 #include <grpcpp/alarm.h>
-#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <netdb.h>
 #include <sys/socket.h>
@@ -11,7 +10,6 @@
 #include <atomic>
 #include <condition_variable>
 #include <fstream>
-#include <future>
 #include <map>
 #include <mutex>
 #include <random>
@@ -27,9 +25,7 @@
 #include "absl/strings/str_split.h"
 #include "ferry/digest.h"
 #include "ferry/v1/compiler.grpc.pb.h"
-#include "google/protobuf/io/coded_stream.h"
-#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
-#include "google/protobuf/wire_format_lite.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 
 namespace ferry {
 namespace {
@@ -122,6 +118,7 @@ struct Channel {
   Metadata metadata;  // options.metadata + authorization
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::Compiler::Stub> stub;
+  std::unique_ptr<grpc::health::v1::Health::Stub> health;
   std::atomic<int64_t> attempts{0};
 
   // The asynchronous calls started and not yet finished.
@@ -324,50 +321,6 @@ class AsyncCallState final
   bool cancelled_ = false;
   bool finished_ = false;
 };
-
-// grpc.health.v1 messages, encoded by hand (one field each) so the client
-// needs no health.proto.
-grpc::ByteBuffer HealthCheckRequest(const std::string& service) {
-  std::string bytes;
-  {
-    google::protobuf::io::StringOutputStream stream(&bytes);
-    google::protobuf::io::CodedOutputStream coded(&stream);
-    if (!service.empty()) {
-      coded.WriteTag(10);  // field 1, length-delimited
-      coded.WriteVarint32(static_cast<uint32_t>(service.size()));
-      coded.WriteString(service);
-    }
-  }
-  grpc::Slice slice(bytes);
-  return grpc::ByteBuffer(&slice, 1);
-}
-
-// HealthCheckResponse.status: 1 = SERVING.
-absl::StatusOr<int> HealthStatus(const grpc::ByteBuffer& buffer) {
-  std::vector<grpc::Slice> slices;
-  if (!buffer.Dump(&slices).ok()) {
-    return absl::InternalError("unreadable health response");
-  }
-  std::string bytes;
-  for (const grpc::Slice& slice : slices) {
-    bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
-  }
-  google::protobuf::io::CodedInputStream coded(
-      reinterpret_cast<const uint8_t*>(bytes.data()),
-      static_cast<int>(bytes.size()));
-  int status = 0;
-  while (uint32_t tag = coded.ReadTag()) {
-    if (tag == 8) {
-      uint32_t value = 0;
-      if (!coded.ReadVarint32(&value)) break;
-      status = static_cast<int>(value);
-    } else if (!google::protobuf::internal::WireFormatLite::SkipField(&coded,
-                                                                      tag)) {
-      return absl::InternalError("malformed health response");
-    }
-  }
-  return status;
-}
 
 // Constants of `program` sent by digest instead of inline: their bytes by
 // digest hash, to upload or to put back.
@@ -717,23 +670,15 @@ class ClientImpl final : public Client {
 
   absl::StatusOr<bool> CheckHealth(const std::string& service,
                                    const CallOptions& call) override {
-    grpc::GenericStub stub(channel_->channel);
     grpc::ClientContext context;
     channel_->Prepare(context, call, channel_->Deadline(call));
-    grpc::ByteBuffer request = HealthCheckRequest(service);
-    grpc::ByteBuffer response;
-    std::promise<grpc::Status> finished;
+    grpc::health::v1::HealthCheckRequest request;
+    request.set_service(service);
+    grpc::health::v1::HealthCheckResponse response;
     ++channel_->attempts;
-    stub.UnaryCall(&context, "/grpc.health.v1.Health/Check",
-                   grpc::StubOptions(), &request, &response,
-                   [&finished](grpc::Status status) {
-                     finished.set_value(std::move(status));
-                   });
-    grpc::Status status = finished.get_future().get();
+    grpc::Status status = channel_->health->Check(&context, request, &response);
     if (!status.ok()) return ToAbsl(status);
-    absl::StatusOr<int> serving = HealthStatus(response);
-    if (!serving.ok()) return serving.status();
-    return *serving == 1;
+    return response.status() == grpc::health::v1::HealthCheckResponse::SERVING;
   }
 
   int64_t attempts() const override { return channel_->attempts.load(); }
@@ -843,6 +788,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
   }
   channel->channel = grpc::CreateCustomChannel(target, credentials, arguments);
   channel->stub = v1::Compiler::NewStub(channel->channel);
+  channel->health = grpc::health::v1::Health::NewStub(channel->channel);
   channel->options = std::move(options);
   return std::unique_ptr<Client>(new ClientImpl(std::move(channel)));
 }
