@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cctype>
 #include <limits>
-#include <numeric>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -64,11 +63,6 @@ std::string_view DTypeName(DType dtype) {
 bool IsFloatingPoint(DType dtype) {
   return dtype == DType::kF32 || dtype == DType::kF16 ||
          dtype == DType::kBF16 || dtype == DType::kF64;
-}
-
-bool IsIntegral(DType dtype) {
-  return dtype == DType::kI8 || dtype == DType::kU8 || dtype == DType::kI16 ||
-         dtype == DType::kI32 || dtype == DType::kI64;
 }
 
 std::string Device::ToString() const {
@@ -207,16 +201,6 @@ bool TensorSpec::IsChannelsLast() const {
   std::vector<int64_t> st = Strides();
   if (sizes.size() != 4 || st.size() != 4) return false;
   return DenseInOrder(sizes, st, {0, 2, 3, 1});
-}
-
-std::vector<int64_t> TensorSpec::DimOrder() const {
-  std::vector<int64_t> st = Strides();
-  std::vector<int64_t> order(sizes.size());
-  std::iota(order.begin(), order.end(), 0);
-  if (st.size() != sizes.size()) return order;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int64_t a, int64_t b) { return st[a] > st[b]; });
-  return order;
 }
 
 bool TensorSpec::SameLayout(const TensorSpec& other) const {

@@ -51,7 +51,6 @@ int64_t ElementSize(DType dtype);
 // "f32", "f16", ..., "bool"; "invalid" for kInvalid.
 std::string_view DTypeName(DType dtype);
 bool IsFloatingPoint(DType dtype);
-bool IsIntegral(DType dtype);  // integers, not bool
 
 struct Device {
   enum class Type : uint8_t { kCpu = 0, kCuda = 1 };
@@ -108,8 +107,6 @@ struct TensorSpec {
   bool IsContiguous() const;
   // 4-D NHWC dense layout (dim order 0,2,3,1).
   bool IsChannelsLast() const;
-  // Dims sorted by stride, largest first (stable), as ExecuTorch derives it.
-  std::vector<int64_t> DimOrder() const;
   // Same dtype, sizes, strides (as read by Strides()) and storage offset.
   bool SameLayout(const TensorSpec& other) const;
   void SetDevice(Device d) {

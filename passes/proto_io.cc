@@ -5,13 +5,11 @@
 // import read, so export(import(p)) prints as p does.
 #include "passes/proto_io.h"
 
-#include <fstream>
-#include <sstream>
-
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "ferry/file.h"
 #include "ferry/v1/program.pb.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
@@ -864,17 +862,10 @@ absl::Status ParseRequest(std::string_view bytes, FileFormat format,
 absl::Status ReadRequestFile(std::string_view path, FileFormat format,
                              v1::LowerRequest* request,
                              bool* was_bare_program) {
-  std::ifstream in{std::string(path), std::ios::binary};
-  if (!in)
-    return absl::NotFoundError(
-        absl::StrCat(std::string(path), ": cannot open file"));
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad())
-    return absl::InvalidArgumentError(
-        absl::StrCat(std::string(path), ": read error"));
+  absl::StatusOr<std::string> bytes = ReadFile(std::string(path));
+  if (!bytes.ok()) return bytes.status();
   if (format == FileFormat::kUnknown) format = FormatFromPath(path);
-  return ParseRequest(buffer.str(), format, path, request, was_bare_program);
+  return ParseRequest(*bytes, format, path, request, was_bare_program);
 }
 
 std::string ToText(const v1::Program& program) {

@@ -1,222 +1,191 @@
 #include "server/config.h"
 
-#include <fstream>
 #include <functional>
 #include <limits>
-#include <sstream>
+#include <utility>
 
+#include "CLI/CLI.hpp"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "ferry/cli_args.h"
+#include "ferry/file.h"
 #include "server/redis_store.h"
 
 namespace ferry {
 namespace {
 
-using Setter = std::function<absl::Status(absl::string_view, ServerConfig&)>;
+// Parses one value into the config; throws CLI::ValidationError (which CLI11
+// reports as "--KEY: ...") when the value is malformed.
+using Setter =
+    std::function<void(const std::string& key, const std::string& value)>;
 
-struct Key {
-  const char* name;
-  const char* value_name;
-  const char* help;
-  Setter set;
-};
-
-absl::Status BadValue(absl::string_view key, absl::string_view value,
-                      absl::string_view why) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("--", key, ": '", value, "' is not ", why));
+[[noreturn]] void BadValue(const std::string& key, const std::string& value,
+                           absl::string_view why) {
+  throw CLI::ValidationError(key, absl::StrCat("'", value, "' is not ", why));
 }
 
-Setter StringKey(std::string ServerConfig::*field) {
-  return [field](absl::string_view value, ServerConfig& config) {
-    config.*field = std::string(value);
-    return absl::OkStatus();
-  };
+Setter Text(std::string& field) {
+  return
+      [&field](const std::string&, const std::string& value) { field = value; };
 }
 
-Setter BytesKey(const char* key, int64_t ServerConfig::*field, int64_t min) {
-  return [=](absl::string_view value, ServerConfig& config) -> absl::Status {
+Setter ByteSize(int64_t& field, int64_t min) {
+  return [&field, min](const std::string& key, const std::string& value) {
     absl::StatusOr<int64_t> bytes = ParseByteSize(value);
     if (!bytes.ok() || *bytes < min) {
-      return BadValue(key, value, absl::StrCat("a byte size >= ", min));
+      BadValue(key, value, absl::StrCat("a byte size >= ", min));
     }
-    config.*field = *bytes;
-    return absl::OkStatus();
+    field = *bytes;
   };
 }
 
-Setter CountKey(const char* key, int ServerConfig::*field, int min) {
-  return [=](absl::string_view value, ServerConfig& config) -> absl::Status {
-    int count = 0;
-    if (!absl::SimpleAtoi(value, &count) || count < min) {
-      return BadValue(key, value, absl::StrCat("an integer >= ", min));
+template <typename Int>
+Setter Integer(Int& field, Int min) {
+  return [&field, min](const std::string& key, const std::string& value) {
+    Int number = 0;
+    if (!absl::SimpleAtoi(value, &number) || number < min) {
+      BadValue(key, value, absl::StrCat("an integer >= ", min));
     }
-    config.*field = count;
-    return absl::OkStatus();
+    field = number;
   };
 }
 
-Setter DurationKey(const char* key,
-                   std::chrono::milliseconds ServerConfig::*field) {
-  return [=](absl::string_view value, ServerConfig& config) -> absl::Status {
+Setter Duration(std::chrono::milliseconds& field) {
+  return [&field](const std::string& key, const std::string& value) {
     absl::StatusOr<std::chrono::milliseconds> duration = ParseDuration(value);
     if (!duration.ok() || duration->count() <= 0) {
-      return BadValue(key, value, "a positive duration (e.g. 30s, 500ms)");
+      BadValue(key, value, "a positive duration (e.g. 30s, 500ms)");
     }
-    config.*field = *duration;
-    return absl::OkStatus();
+    field = *duration;
   };
 }
 
-const std::vector<Key>& Keys() {
-  static const std::vector<Key> keys = {
-      {"listen", "HOST:PORT",
-       "gRPC address; port 0 picks a free port, printed on stdout's first line",
-       StringKey(&ServerConfig::listen)},
-      {"metrics-listen", "HOST:PORT",
-       "Prometheus /metrics address (HTTP); empty: no metrics endpoint",
-       StringKey(&ServerConfig::metrics_listen)},
-      {"max-message-bytes", "BYTES", "largest request accepted (64MiB)",
-       BytesKey("max-message-bytes", &ServerConfig::max_message_bytes, 1024)},
-      {"max-nodes", "N", "most nodes in one program (1000000)",
-       [](absl::string_view value, ServerConfig& config) -> absl::Status {
-         int64_t nodes = 0;
-         if (!absl::SimpleAtoi(value, &nodes) || nodes < 1) {
-           return BadValue("max-nodes", value, "an integer >= 1");
-         }
-         config.max_nodes = nodes;
-         return absl::OkStatus();
-       }},
-      {"workers", "N", "jobs that run at once (2)",
-       CountKey("workers", &ServerConfig::workers, 1)},
-      {"queue-depth", "N", "jobs that may wait for a worker (64)",
-       CountKey("queue-depth", &ServerConfig::queue_depth, 0)},
-      {"default-deadline", "DURATION", "deadline of calls that set none (60s)",
-       DurationKey("default-deadline", &ServerConfig::default_deadline)},
-      {"max-deadline", "DURATION", "longer deadlines are shortened (600s)",
-       DurationKey("max-deadline", &ServerConfig::max_deadline)},
-      {"tls-cert", "FILE", "server certificate chain (PEM); enables TLS",
-       StringKey(&ServerConfig::tls_cert)},
-      {"tls-key", "FILE", "server private key (PEM)",
-       StringKey(&ServerConfig::tls_key)},
-      {"tls-client-ca", "FILE",
-       "CA bundle (PEM); clients must present a certificate it signed (mTLS)",
-       StringKey(&ServerConfig::tls_client_ca)},
-      {"token-file", "FILE",
-       "accepted bearer tokens, one per line; calls must send "
-       "'authorization: Bearer TOKEN'",
-       StringKey(&ServerConfig::token_file)},
-      {"cache-bytes", "BYTES", "result cache capacity; 0 disables it (256MiB)",
-       BytesKey("cache-bytes", &ServerConfig::cache_bytes, 0)},
-      {"max-tensor-bytes", "BYTES",
-       "largest storage of any one tensor a request declares (1GiB)",
-       BytesKey("max-tensor-bytes", &ServerConfig::max_tensor_bytes, 1)},
-      {"max-verify-bytes", "BYTES",
-       "most memory one verification may allocate, both runs together (2GiB)",
-       BytesKey("max-verify-bytes", &ServerConfig::max_verify_bytes, 1)},
-      {"max-expansion", "N",
-       "bytes a lowering may produce per request byte, requests under 1MiB "
-       "counted as 1MiB (16)",
-       [](absl::string_view value, ServerConfig& config) -> absl::Status {
-         int64_t factor = 0;
-         if (!absl::SimpleAtoi(value, &factor) || factor < 1) {
-           return BadValue("max-expansion", value, "an integer >= 1");
-         }
-         config.max_expansion = factor;
-         return absl::OkStatus();
-       }},
-      {"max-memory-bytes", "BYTES",
-       "memory budget for running requests and the cache; beyond it calls "
-       "are refused with RetryInfo; 0: none (3GiB)",
-       BytesKey("max-memory-bytes", &ServerConfig::max_memory_bytes, 0)},
-      {"memory-wait", "DURATION",
-       "how long a job waits for the memory budget before RESOURCE_EXHAUSTED "
-       "(10s)",
-       DurationKey("memory-wait", &ServerConfig::memory_wait)},
-      {"cache-redis", "ADDR",
-       "shared cache tier and blob store: Redis at HOST:PORT or unix:PATH; "
-       "served without it while it is down",
-       [](absl::string_view value, ServerConfig& config) -> absl::Status {
-         if (!value.empty()) {
-           if (absl::Status address = ValidateRedisAddress(value);
-               !address.ok()) {
-             return address;
-           }
-         }
-         config.cache_redis = std::string(value);
-         return absl::OkStatus();
-       }},
-      {"cache-redis-timeout", "DURATION",
-       "bound of each Redis connect, send and receive (200ms)",
-       DurationKey("cache-redis-timeout", &ServerConfig::cache_redis_timeout)},
-      {"cache-redis-ttl", "DURATION",
-       "lifetime of a result in the shared tier (24h)",
-       DurationKey("cache-redis-ttl", &ServerConfig::cache_redis_ttl)},
-      {"cache-redis-max-entry-bytes", "BYTES",
-       "larger responses are not put in the shared tier (64MiB)",
-       BytesKey("cache-redis-max-entry-bytes",
-                &ServerConfig::cache_redis_max_entry_bytes, 1)},
-      {"blob-dir", "DIR",
-       "blob store without --cache-redis: a local directory; empty: none",
-       StringKey(&ServerConfig::blob_dir)},
-      {"blob-dir-bytes", "BYTES",
-       "most bytes --blob-dir holds; least recently used blobs go (10GiB)",
-       BytesKey("blob-dir-bytes", &ServerConfig::blob_dir_bytes, 1)},
-      {"blob-ttl", "DURATION",
-       "lifetime of a blob in Redis, renewed by use (24h)",
-       DurationKey("blob-ttl", &ServerConfig::blob_ttl)},
-      {"max-blob-bytes", "BYTES",
-       "largest blob UploadBlob accepts; 0: no blobs (256MiB)",
-       BytesKey("max-blob-bytes", &ServerConfig::max_blob_bytes, 0)},
-      {"max-connection-age", "DURATION",
-       "ask clients to reconnect after this long, so they spread to new "
-       "replicas; 0: never (0)",
-       [](absl::string_view value, ServerConfig& config) -> absl::Status {
-         absl::StatusOr<std::chrono::milliseconds> age = ParseDuration(value);
-         if (!age.ok()) {
-           return BadValue("max-connection-age", value,
-                           "a duration (e.g. 5m; 0: never)");
-         }
-         config.max_connection_age = *age;
-         return absl::OkStatus();
-       }},
-      {"max-connection-age-grace", "DURATION",
-       "time calls on an aged connection get to finish (30s)",
-       DurationKey("max-connection-age-grace",
-                   &ServerConfig::max_connection_age_grace)},
-      {"drain-grace", "DURATION",
-       "time in-flight work gets to finish after SIGTERM (20s)",
-       DurationKey("drain-grace", &ServerConfig::drain_grace)},
-  };
-  return keys;
+void Key(CLI::App& app, const char* name, const char* value_name,
+         const char* help, Setter set) {
+  const std::string flag = absl::StrCat("--", name);
+  app.add_option_function<std::string>(
+         flag,
+         [flag, set = std::move(set)](const std::string& value) {
+           set(flag, value);
+         },
+         help)
+      ->type_name(value_name);
 }
 
-const Key* FindKey(absl::string_view name) {
-  for (const Key& key : Keys()) {
-    if (name == key.name) return &key;
+// Every key of the config file, declared as the flag `--KEY` on `app`; the
+// file is read through the same options, so both accept the same values.
+// The order is --help's.
+void AddConfigKeys(CLI::App& app, ServerConfig& config) {
+  Key(app, "listen", "HOST:PORT",
+      "gRPC address; port 0 picks a free port, printed on stdout's first line",
+      Text(config.listen));
+  Key(app, "metrics-listen", "HOST:PORT",
+      "Prometheus /metrics address (HTTP); empty: no metrics endpoint",
+      Text(config.metrics_listen));
+  Key(app, "max-message-bytes", "BYTES", "largest request accepted (64MiB)",
+      ByteSize(config.max_message_bytes, 1024));
+  Key(app, "max-nodes", "N", "most nodes in one program (1000000)",
+      Integer<int64_t>(config.max_nodes, 1));
+  Key(app, "workers", "N", "jobs that run at once (2)",
+      Integer(config.workers, 1));
+  Key(app, "queue-depth", "N", "jobs that may wait for a worker (64)",
+      Integer(config.queue_depth, 0));
+  Key(app, "default-deadline", "DURATION",
+      "deadline of calls that set none (60s)",
+      Duration(config.default_deadline));
+  Key(app, "max-deadline", "DURATION", "longer deadlines are shortened (600s)",
+      Duration(config.max_deadline));
+  Key(app, "tls-cert", "FILE", "server certificate chain (PEM); enables TLS",
+      Text(config.tls_cert));
+  Key(app, "tls-key", "FILE", "server private key (PEM)", Text(config.tls_key));
+  Key(app, "tls-client-ca", "FILE",
+      "CA bundle (PEM); clients must present a certificate it signed (mTLS)",
+      Text(config.tls_client_ca));
+  Key(app, "token-file", "FILE",
+      "accepted bearer tokens, one per line; calls must send "
+      "'authorization: Bearer TOKEN'",
+      Text(config.token_file));
+  Key(app, "cache-bytes", "BYTES",
+      "result cache capacity; 0 disables it (256MiB)",
+      ByteSize(config.cache_bytes, 0));
+  Key(app, "max-tensor-bytes", "BYTES",
+      "largest storage of any one tensor a request declares (1GiB)",
+      ByteSize(config.max_tensor_bytes, 1));
+  Key(app, "max-verify-bytes", "BYTES",
+      "most memory one verification may allocate, both runs together (2GiB)",
+      ByteSize(config.max_verify_bytes, 1));
+  Key(app, "max-expansion", "N",
+      "bytes a lowering may produce per request byte, requests under 1MiB "
+      "counted as 1MiB (16)",
+      Integer<int64_t>(config.max_expansion, 1));
+  Key(app, "max-memory-bytes", "BYTES",
+      "memory budget for running requests and the cache; beyond it calls "
+      "are refused with RetryInfo; 0: none (3GiB)",
+      ByteSize(config.max_memory_bytes, 0));
+  Key(app, "memory-wait", "DURATION",
+      "how long a job waits for the memory budget before RESOURCE_EXHAUSTED "
+      "(10s)",
+      Duration(config.memory_wait));
+  Key(app, "cache-redis", "ADDR",
+      "shared cache tier and blob store: Redis at HOST:PORT or unix:PATH; "
+      "served without it while it is down",
+      [&config](const std::string&, const std::string& value) {
+        if (!value.empty()) {
+          if (absl::Status address = ValidateRedisAddress(value);
+              !address.ok()) {
+            throw CLI::ValidationError(std::string(address.message()));
+          }
+        }
+        config.cache_redis = value;
+      });
+  Key(app, "cache-redis-timeout", "DURATION",
+      "bound of each Redis connect, send and receive (200ms)",
+      Duration(config.cache_redis_timeout));
+  Key(app, "cache-redis-ttl", "DURATION",
+      "lifetime of a result in the shared tier (24h)",
+      Duration(config.cache_redis_ttl));
+  Key(app, "cache-redis-max-entry-bytes", "BYTES",
+      "larger responses are not put in the shared tier (64MiB)",
+      ByteSize(config.cache_redis_max_entry_bytes, 1));
+  Key(app, "blob-dir", "DIR",
+      "blob store without --cache-redis: a local directory; empty: none",
+      Text(config.blob_dir));
+  Key(app, "blob-dir-bytes", "BYTES",
+      "most bytes --blob-dir holds; least recently used blobs go (10GiB)",
+      ByteSize(config.blob_dir_bytes, 1));
+  Key(app, "blob-ttl", "DURATION",
+      "lifetime of a blob in Redis, renewed by use (24h)",
+      Duration(config.blob_ttl));
+  Key(app, "max-blob-bytes", "BYTES",
+      "largest blob UploadBlob accepts; 0: no blobs (256MiB)",
+      ByteSize(config.max_blob_bytes, 0));
+  Key(app, "max-connection-age", "DURATION",
+      "ask clients to reconnect after this long, so they spread to new "
+      "replicas; 0: never (0)",
+      [&config](const std::string& key, const std::string& value) {
+        absl::StatusOr<std::chrono::milliseconds> age = ParseDuration(value);
+        if (!age.ok()) BadValue(key, value, "a duration (e.g. 5m; 0: never)");
+        config.max_connection_age = *age;
+      });
+  Key(app, "max-connection-age-grace", "DURATION",
+      "time calls on an aged connection get to finish (30s)",
+      Duration(config.max_connection_age_grace));
+  Key(app, "drain-grace", "DURATION",
+      "time in-flight work gets to finish after SIGTERM (20s)",
+      Duration(config.drain_grace));
+}
+
+// CLI11 leaves what it does not know in `remaining`; the first is the error.
+absl::Status UnexpectedArgument(const std::string& arg) {
+  if (arg.rfind("--", 0) == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown flag ", arg.substr(0, arg.find('=')), " (see --help)"));
   }
-  return nullptr;
-}
-
-absl::Status ApplyKey(absl::string_view name, absl::string_view value,
-                      absl::string_view origin, ServerConfig& config) {
-  const Key* key = FindKey(name);
-  if (key == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(origin, ": unknown key '", name, "'"));
-  }
-  return key->set(value, config);
-}
-
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+  return absl::InvalidArgumentError(
+      absl::StrCat("unexpected argument '", arg, "'"));
 }
 
 }  // namespace
@@ -277,6 +246,8 @@ absl::StatusOr<int64_t> ParseByteSize(absl::string_view text) {
 
 absl::Status ApplyConfigText(absl::string_view text, absl::string_view origin,
                              ServerConfig& config) {
+  CLI::App keys;
+  AddConfigKeys(keys, config);
   int line_number = 0;
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
     ++line_number;
@@ -297,10 +268,19 @@ absl::Status ApplyConfigText(absl::string_view text, absl::string_view origin,
     if (value.size() >= 2 && value.front() == '"' && value.back() == '"') {
       value = value.substr(1, value.size() - 2);
     }
-    if (absl::Status status = ApplyKey(name, value, where, config);
-        !status.ok()) {
+    CLI::Option* key = keys.get_option_no_throw(absl::StrCat("--", name));
+    if (key == nullptr) {
       return absl::InvalidArgumentError(
-          absl::StrCat(where, ": ", status.message()));
+          absl::StrCat(where, ": unknown key '", name, "'"));
+    }
+    // The key's own option parses the value, as for the flag.
+    try {
+      key->add_result(std::string(value));
+      key->run_callback();
+      key->clear();
+    } catch (const CLI::Error& error) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": ", error.what()));
     }
   }
   return absl::OkStatus();
@@ -309,76 +289,46 @@ absl::Status ApplyConfigText(absl::string_view text, absl::string_view origin,
 absl::StatusOr<CommandLine> ParseCommandLine(
     const std::vector<std::string>& args) {
   CommandLine command_line;
-  std::vector<std::pair<std::string, std::string>> flags;
-  for (size_t i = 0; i < args.size(); ++i) {
-    absl::string_view arg = args[i];
-    if (arg == "--help" || arg == "-h") {
-      command_line.help = true;
-      continue;
-    }
-    if (arg == "--version") {
-      command_line.version = true;
-      continue;
-    }
-    if (!absl::ConsumePrefix(&arg, "--")) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unexpected argument '", arg, "'"));
-    }
-    std::string name;
-    std::string value;
-    if (size_t equals = arg.find('='); equals != absl::string_view::npos) {
-      name = std::string(arg.substr(0, equals));
-      value = std::string(arg.substr(equals + 1));
-    } else {
-      name = std::string(arg);
-      if (i + 1 >= args.size()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--", name, " needs a value"));
-      }
-      value = args[++i];
-    }
-    flags.emplace_back(std::move(name), std::move(value));
+  CLI::App app("ferryd");
+  // A repeated flag: the last one counts.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.set_help_flag();  // --help is reported, not acted on, here
+  app.allow_extras();   // reported below in today's words
+  // The config file first, wherever --config appears: its callback runs
+  // before those of the keys (CLI11 runs them in declaration order), so
+  // flags override the file. A failure's status (NotFound for a missing
+  // file) is kept, CLI11 only carries a message.
+  absl::Status config_file;
+  app.add_option_function<std::vector<std::string>>(
+         "--config",
+         [&](const std::vector<std::string>& paths) {
+           for (const std::string& path : paths) {
+             absl::StatusOr<std::string> text = ReadFile(path);
+             config_file =
+                 text.ok() ? ApplyConfigText(*text, path, command_line.config)
+                           : text.status();
+             if (!config_file.ok()) {
+               throw CLI::ValidationError(std::string(config_file.message()));
+             }
+             command_line.config.config_path = path;
+           }
+         })
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  app.add_flag("-h,--help", command_line.help);
+  app.add_flag("--version", command_line.version);
+  app.add_option("--probe", command_line.probe_address);
+  app.add_option("--probe-service", command_line.probe_service);
+  app.add_option("--probe-tls-ca", command_line.probe_tls_ca);
+  app.add_option("--probe-server-name", command_line.probe_server_name);
+  AddConfigKeys(app, command_line.config);
+  try {
+    app.parse(ArgsForCli11(app, args));
+  } catch (const CLI::Error& error) {
+    if (!config_file.ok()) return config_file;
+    return absl::InvalidArgumentError(error.what());
   }
-
-  // The config file first, wherever --config appears; flags override it.
-  for (const auto& [name, value] : flags) {
-    if (name != "config") continue;
-    absl::StatusOr<std::string> text = ReadFile(value);
-    if (!text.ok()) return text.status();
-    if (absl::Status status =
-            ApplyConfigText(*text, value, command_line.config);
-        !status.ok()) {
-      return status;
-    }
-    command_line.config.config_path = value;
-  }
-  for (const auto& [name, value] : flags) {
-    if (name == "config") continue;
-    if (name == "probe") {
-      command_line.probe_address = value;
-      continue;
-    }
-    if (name == "probe-service") {
-      command_line.probe_service = value;
-      continue;
-    }
-    if (name == "probe-tls-ca") {
-      command_line.probe_tls_ca = value;
-      continue;
-    }
-    if (name == "probe-server-name") {
-      command_line.probe_server_name = value;
-      continue;
-    }
-    if (absl::Status status =
-            ApplyKey(name, value, "command line", command_line.config);
-        !status.ok()) {
-      if (FindKey(name) == nullptr) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("unknown flag --", name, " (see --help)"));
-      }
-      return status;
-    }
+  if (std::vector<std::string> rest = app.remaining(); !rest.empty()) {
+    return UnexpectedArgument(rest.front());
   }
   return command_line;
 }
@@ -434,10 +384,15 @@ std::string Usage() {
       "              [--probe-tls-ca FILE [--probe-server-name NAME]]\n\n"
       "The Ferry compilation service (gRPC ferry.v1.Compiler).\n"
       "A config file holds the same keys, one 'key = value' per line.\n\n";
-  for (const Key& key : Keys()) {
-    std::string left = absl::StrCat("  --", key.name, " ", key.value_name);
+  ServerConfig unused;
+  CLI::App keys;
+  keys.set_help_flag();
+  AddConfigKeys(keys, unused);
+  for (const CLI::Option* key : keys.get_options()) {
+    std::string left =
+        absl::StrCat("  ", key->get_name(), " ", key->get_type_name());
     if (left.size() < 32) left.resize(32, ' ');
-    absl::StrAppend(&usage, left, " ", key.help, "\n");
+    absl::StrAppend(&usage, left, " ", key->get_description(), "\n");
   }
   absl::StrAppend(&usage,
                   "  --config FILE                   read keys from FILE\n"

@@ -93,13 +93,15 @@ struct CommandLine {
   std::string probe_server_name;
 };
 
-// Parses `--key=value` / `--key value` flags. `--config FILE` is read first
-// wherever it appears; flags then override its values. InvalidArgument for
-// an unknown key or a malformed value, naming the key.
+// Parses `--key=value` / `--key value` flags (with CLI11; a repeated flag:
+// the last counts). `--config FILE` is read first wherever it appears; flags
+// then override its values. InvalidArgument for an unknown key or a
+// malformed value, naming the key; NotFound for a missing config file.
 absl::StatusOr<CommandLine> ParseCommandLine(
     const std::vector<std::string>& args);
 
-// Reads `key = value` lines into `config`.
+// Reads `key = value` lines into `config`, each value parsed by its flag's
+// option, so that the file and the command line accept the same values.
 absl::Status ApplyConfigText(absl::string_view text, absl::string_view origin,
                              ServerConfig& config);
 

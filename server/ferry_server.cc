@@ -11,14 +11,13 @@
 #include <openssl/x509.h>
 
 #include <algorithm>
-#include <fstream>
 #include <limits>
-#include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "ferry/file.h"
 #include "runtime/verify.h"
 #include "server/compiler_service.h"
 #include "server/executor.h"
@@ -29,17 +28,6 @@
 
 namespace ferry {
 namespace {
-
-absl::StatusOr<std::string> ReadFile(const std::string& path,
-                                     absl::string_view what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::NotFoundError(absl::StrCat("cannot read ", what, " ", path));
-  }
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 absl::StatusOr<std::vector<std::string>> ReadTokens(const std::string& path) {
   absl::StatusOr<std::string> text = ReadFile(path, "--token-file");

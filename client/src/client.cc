@@ -9,11 +9,9 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <random>
-#include <sstream>
 #include <thread>
 
 #include "absl/container/flat_hash_map.h"
@@ -24,6 +22,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "ferry/digest.h"
+#include "ferry/file.h"
 #include "ferry/v1/compiler.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 
@@ -31,18 +30,6 @@ namespace ferry {
 namespace {
 
 using SystemClock = std::chrono::system_clock;
-
-absl::StatusOr<std::string> ReadFile(const std::string& path,
-                                     absl::string_view what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::NotFoundError(
-        absl::StrCat("cannot read ", what, " '", path, "'"));
-  }
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // "h1:p1,h2:p2,...": a gRPC target of every address ("ipv4:a:p,b:p" or
 // "ipv6:[a]:p,..."), host names resolved now. One family per list (gRPC's

@@ -6,6 +6,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "client/tool/command_flags.h"
 #include "client/tool/commands.h"
 #include "client/tool/remote.h"
 #include "google/protobuf/util/json_util.h"
@@ -46,25 +47,10 @@ std::string HealthWord(Client& client, const std::string& service) {
 int RunCaps(const Args& args) {
   RemoteOptions remote;
   bool json = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    std::string error;
-    if (arg == "--help" || arg == "-h") {
-      std::fputs(CapsUsage().c_str(), stdout);
-      return kExitOk;
-    } else if (arg == "--json") {
-      json = true;
-    } else if (ParseRemoteFlag(args, &i, &remote, &error)) {
-      if (!error.empty()) {
-        std::fprintf(stderr, "ferry caps: %s\n", error.c_str());
-        return kExitUsage;
-      }
-    } else {
-      std::fprintf(stderr, "ferry caps: unknown argument '%s'\n\n%s",
-                   arg.c_str(), CapsUsage().c_str());
-      return kExitUsage;
-    }
-  }
+  CommandFlags flags("caps", CapsUsage());
+  flags.app().add_flag("--json", json);
+  AddRemoteFlags(flags.app(), remote);
+  if (std::optional<int> exit = flags.Parse(args)) return *exit;
   if (!remote.enabled()) {
     std::fprintf(stderr, "ferry caps: needs --server ADDR\n\n%s",
                  CapsUsage().c_str());

@@ -1,6 +1,7 @@
 // ferry check FILE: validate a program and print its diagnostics.
 #include <cstdio>
 
+#include "client/tool/command_flags.h"
 #include "client/tool/tool_common.h"
 #include "passes/options.h"
 #include "passes/validate.h"
@@ -18,26 +19,11 @@ constexpr char kCheckUsage[] =
 
 int RunCheck(const Args& args) {
   std::string file, format, diagnostics_format = "text";
-  for (const std::string& arg : args) {
-    std::string value;
-    if (arg == "--help" || arg == "-h") {
-      std::fputs(kCheckUsage, stdout);
-      return kExitOk;
-    } else if (ParseFlag(arg, "--format", &value)) {
-      format = value;
-    } else if (ParseFlag(arg, "--diagnostics-format", &value)) {
-      diagnostics_format = value;
-    } else if (!arg.empty() && arg[0] == '-' && arg != "-") {
-      std::fprintf(stderr, "ferry check: unknown option '%s'\n%s", arg.c_str(),
-                   kCheckUsage);
-      return kExitUsage;
-    } else if (file.empty()) {
-      file = arg;
-    } else {
-      std::fprintf(stderr, "ferry check: one FILE only\n%s", kCheckUsage);
-      return kExitUsage;
-    }
-  }
+  CommandFlags flags("check", kCheckUsage);
+  flags.AddFile(file);
+  flags.app().add_option("--format", format);
+  flags.app().add_option("--diagnostics-format", diagnostics_format);
+  if (std::optional<int> exit = flags.Parse(args)) return *exit;
   if (file.empty() ||
       (diagnostics_format != "text" && diagnostics_format != "json")) {
     std::fputs(kCheckUsage, stderr);

@@ -1,6 +1,7 @@
 // ferry fmt FILE: the canonical text form of a Program or LowerRequest.
 #include <cstdio>
 
+#include "client/tool/command_flags.h"
 #include "client/tool/tool_common.h"
 
 namespace ferry::tool {
@@ -10,24 +11,10 @@ int RunFmt(const Args& args) {
       "usage: ferry fmt [--format=text|binary|json] FILE\n"
       "Prints FILE's canonical text form on stdout.\n";
   std::string file, format;
-  for (const std::string& arg : args) {
-    std::string value;
-    if (arg == "--help" || arg == "-h") {
-      std::fputs(kUsage, stdout);
-      return kExitOk;
-    } else if (ParseFlag(arg, "--format", &value)) {
-      format = value;
-    } else if (!arg.empty() && arg[0] == '-') {
-      std::fprintf(stderr, "ferry fmt: unknown option '%s'\n%s", arg.c_str(),
-                   kUsage);
-      return kExitUsage;
-    } else if (file.empty()) {
-      file = arg;
-    } else {
-      std::fputs(kUsage, stderr);
-      return kExitUsage;
-    }
-  }
+  CommandFlags flags("fmt", kUsage);
+  flags.AddFile(file);
+  flags.app().add_option("--format", format);
+  if (std::optional<int> exit = flags.Parse(args)) return *exit;
   if (file.empty()) {
     std::fputs(kUsage, stderr);
     return kExitUsage;

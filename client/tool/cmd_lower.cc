@@ -35,21 +35,10 @@ int RunLower(const Args& args) {
   v1::LowerOptions& overrides = shared.overrides;
   RemoteOptions& remote = shared.remote;
   std::string out;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    std::string value, error;
-    if (arg == "--help" || arg == "-h") {
-      std::fputs(LowerUsage().c_str(), stdout);
-      return kExitOk;
-    } else if (arg == "-o" && i + 1 < args.size()) {
-      out = args[++i];
-    } else if (ParseFlag(arg, "--output", &value) && !value.empty()) {
-      out = value;
-    } else if (ParseSharedOption(args, &i, "lower", LowerUsage(), &shared) ==
-               Parsed::kUsageError) {
-      return kExitUsage;
-    }
-  }
+  CommandFlags flags("lower", LowerUsage());
+  flags.app().add_option("-o,--output", out);
+  AddSharedOptions(flags, shared);
+  if (std::optional<int> exit = flags.Parse(args)) return *exit;
   if (file.empty() || (report != "text" && report != "json")) {
     std::fputs(LowerUsage().c_str(), stderr);
     return kExitUsage;

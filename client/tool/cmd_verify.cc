@@ -72,43 +72,19 @@ int RunVerify(const Args& args) {
   RemoteOptions& remote = shared.remote;
   std::string original_file, inputs_file, dump_file, device = "auto";
   uint64_t seed = 0;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    std::string value, error;
-    if (arg == "--help" || arg == "-h") {
-      std::fputs(VerifyUsage().c_str(), stdout);
-      return kExitOk;
-    } else if ((arg == "--seed" || arg == "--original") &&
-               i + 1 < args.size()) {
-      value = args[++i];
-      if (arg == "--original") {
-        original_file = value;
-      } else if (!absl::SimpleAtoi(value, &seed)) {
-        std::fprintf(stderr,
-                     "ferry verify: --seed needs an unsigned integer\n");
-        return kExitUsage;
-      }
-    } else if (ParseFlag(arg, "--seed", &value)) {
-      if (!absl::SimpleAtoi(value, &seed)) {
-        std::fprintf(stderr,
-                     "ferry verify: --seed needs an unsigned integer\n");
-        return kExitUsage;
-      }
-    } else if (ParseFlag(arg, "--original", &value) && !value.empty()) {
-      original_file = value;
-    } else if (ParseFlag(arg, "--dump-outputs", &value) && !value.empty()) {
-      dump_file = value;
-    } else if (arg == "--inputs" && i + 1 < args.size()) {
-      inputs_file = args[++i];
-    } else if (ParseFlag(arg, "--inputs", &value) && !value.empty()) {
-      inputs_file = value;
-    } else if (ParseFlag(arg, "--device", &value)) {
-      device = value;
-    } else if (ParseSharedOption(args, &i, "verify", VerifyUsage(), &shared) ==
-               Parsed::kUsageError) {
-      return kExitUsage;
-    }
-  }
+  CommandFlags flags("verify", VerifyUsage());
+  flags.app().add_option_function<std::string>(
+      "--seed", [&seed](const std::string& value) {
+        if (!absl::SimpleAtoi(value, &seed)) {
+          throw CLI::ValidationError("--seed needs an unsigned integer");
+        }
+      });
+  flags.app().add_option("--original", original_file);
+  flags.app().add_option("--inputs", inputs_file);
+  flags.app().add_option("--dump-outputs", dump_file);
+  flags.app().add_option("--device", device);
+  AddSharedOptions(flags, shared);
+  if (std::optional<int> exit = flags.Parse(args)) return *exit;
   VerifyOptions options;
   options.seed = seed;
   if (device == "auto") {

@@ -1,7 +1,9 @@
 #include "client/tool/remote.h"
 
 #include <cstdio>
+#include <utility>
 
+#include "CLI/CLI.hpp"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "client/tool/tool_common.h"
@@ -12,21 +14,6 @@
 
 namespace ferry::tool {
 namespace {
-
-// "--name VALUE" or "--name=VALUE"; advances *i past a separate value.
-bool TakeValue(const Args& args, size_t* i, std::string_view name,
-               std::string* value, std::string* error) {
-  const std::string& arg = args[*i];
-  if (arg == name) {
-    if (*i + 1 >= args.size()) {
-      *error = absl::StrCat(std::string(name), " needs a value");
-      return true;
-    }
-    *value = args[++*i];
-    return true;
-  }
-  return ParseFlag(arg, name, value);
-}
 
 // The wire report back into the pipeline's form, so the lead's ReportText
 // and ReportJson print it exactly as an in-process run would.
@@ -84,35 +71,30 @@ VerifyReport ReportFromProto(const v1::VerificationReport& wire) {
 
 }  // namespace
 
-bool ParseRemoteFlag(const Args& args, size_t* i, RemoteOptions* remote,
-                     std::string* error) {
-  const std::string& arg = args[*i];
-  std::string value;
-  if (arg == "--tls") {
-    remote->tls = true;
-    return true;
+void AddRemoteFlags(CLI::App& app, RemoteOptions& remote) {
+  app.add_option("--server", remote.server);
+  app.add_flag("--tls", remote.tls);
+  // Any TLS file implies --tls.
+  for (auto [name, field] :
+       {std::pair{"--tls-ca", &remote.tls_ca},
+        std::pair{"--tls-cert", &remote.tls_cert},
+        std::pair{"--tls-key", &remote.tls_key},
+        std::pair{"--tls-server-name", &remote.tls_server_name}}) {
+    app.add_option_function<std::string>(
+        name, [&remote, field = field](const std::string& value) {
+          *field = value;
+          remote.tls = true;
+        });
   }
-  if (TakeValue(args, i, "--server", &remote->server, error)) return true;
-  if (TakeValue(args, i, "--tls-ca", &remote->tls_ca, error) ||
-      TakeValue(args, i, "--tls-cert", &remote->tls_cert, error) ||
-      TakeValue(args, i, "--tls-key", &remote->tls_key, error) ||
-      TakeValue(args, i, "--tls-server-name", &remote->tls_server_name,
-                error)) {
-    remote->tls = true;
-    return true;
-  }
-  if (TakeValue(args, i, "--token-file", &remote->token_file, error)) {
-    return true;
-  }
-  if (TakeValue(args, i, "--deadline", &value, error)) {
-    if (error->empty() &&
-        (!absl::SimpleAtoi(value, &remote->deadline_seconds) ||
-         remote->deadline_seconds <= 0)) {
-      *error = "--deadline needs a positive number of seconds";
-    }
-    return true;
-  }
-  return false;
+  app.add_option("--token-file", remote.token_file);
+  app.add_option_function<std::string>(
+      "--deadline", [&remote](const std::string& value) {
+        if (!absl::SimpleAtoi(value, &remote.deadline_seconds) ||
+            remote.deadline_seconds <= 0) {
+          throw CLI::ValidationError(
+              "--deadline needs a positive number of seconds");
+        }
+      });
 }
 
 std::string RemoteFlagsHelp() {

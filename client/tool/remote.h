@@ -15,6 +15,10 @@
 #include "ferry/client.h"
 #include "ferry/v1/compiler.pb.h"
 
+namespace CLI {
+class App;
+}  // namespace CLI
+
 namespace ferry::tool {
 
 struct RemoteOptions {
@@ -30,13 +34,10 @@ struct RemoteOptions {
   bool enabled() const { return !server.empty(); }
 };
 
-// Consumes a remote flag at args[*i] (advancing *i past a separate value):
+// Declares the remote flags on `app`, to be read into `remote`:
 //   --server ADDR  --tls  --tls-ca FILE  --tls-cert FILE  --tls-key FILE
 //   --tls-server-name NAME  --token-file FILE  --deadline SECONDS
-// Returns false when args[*i] is not one; sets *error when it is one but
-// malformed.
-bool ParseRemoteFlag(const Args& args, size_t* i, RemoteOptions* remote,
-                     std::string* error);
+void AddRemoteFlags(CLI::App& app, RemoteOptions& remote);
 // One line per remote flag, for usage texts.
 std::string RemoteFlagsHelp();
 

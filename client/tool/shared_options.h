@@ -6,8 +6,8 @@
 #define FERRY_CLIENT_TOOL_SHARED_OPTIONS_H_
 
 #include <string>
-#include <string_view>
 
+#include "client/tool/command_flags.h"
 #include "client/tool/remote.h"
 #include "ferry/v1/program.pb.h"
 
@@ -17,18 +17,16 @@ struct SharedOptions {
   std::string file;
   std::string format;
   std::string report = "text";
+  // The lowering flags, merged over the request's options.
   v1::LowerOptions overrides;
   RemoteOptions remote;
 };
 
-enum class Parsed { kTaken, kUsageError };
+// Declares the shared options on `flags`, to be read into `options`.
+void AddSharedOptions(CommandFlags& flags, SharedOptions& options);
 
-// Takes args[*i] (and the value after it, advancing *i) as a shared option
-// or as FILE. An unknown option, a second FILE or a malformed flag prints
-// "ferry COMMAND: ..." (with `usage` for an unknown option) and returns
-// kUsageError. Call it after the command's own options.
-Parsed ParseSharedOption(const Args& args, size_t* i, std::string_view command,
-                         const std::string& usage, SharedOptions* options);
+// One line per lowering flag (and --allow-op/--deny-op), for usage texts.
+std::string LoweringFlagsHelp();
 
 }  // namespace ferry::tool
 

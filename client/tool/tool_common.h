@@ -1,5 +1,5 @@
-// Helpers shared by the `ferry` subcommands: argument scanning and reading
-// the input file.
+// Helpers shared by the `ferry` subcommands: reading the input files and
+// writing the output.
 #ifndef FERRY_CLIENT_TOOL_TOOL_COMMON_H_
 #define FERRY_CLIENT_TOOL_TOOL_COMMON_H_
 

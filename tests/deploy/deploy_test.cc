@@ -1,22 +1,25 @@
 // The deployment files: Kubernetes manifests (rendered with
 // `kubectl kustomize` where kubectl is installed, otherwise assembled from
-// kustomization.yaml by this test and read with its own YAML reader; the
-// same checks run either way), the container files and ferryd's config
+// kustomization.yaml by this test; read with yaml-cpp, the same checks run
+// either way), the container files and ferryd's config
 // files.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <set>
 #include <sstream>
+#include <string_view>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "ferry/file.h"
 #include "server/config.h"
 #include "server/ferry_server.h"
 #include "server/memory_budget.h"
-#include "tests/deploy/mini_yaml.h"
+#include "yaml-cpp/yaml.h"
 
 namespace ferry::testing {
 namespace {
@@ -25,23 +28,60 @@ const std::string kDeploy = FERRY_DEPLOY_DIR;
 const std::string kK8s = kDeploy + "/k8s";
 
 std::string ReadText(const std::string& path) {
-  std::stringstream text;
-  text << std::ifstream(path).rdbuf();
-  return text.str();
+  return ReadFile(path).value_or("");
 }
 
-const Yaml* Child(const Yaml* node, const std::string& key) {
-  if (node == nullptr || node->kind != Yaml::Kind::kMap) return nullptr;
-  for (const auto& [name, value] : node->map) {
-    if (name == key) return &value;
+// The node at a dotted path of keys and [indices] below `node`, e.g.
+// "spec.template.spec.containers[0].name"; an undefined node when absent.
+// (Never through a non-const Node's operator[], which would insert.)
+YAML::Node Find(const YAML::Node& node, std::string_view path) {
+  if (path.empty() || !node.IsDefined()) return node;
+  if (path.front() == '.') return Find(node, path.substr(1));
+  const YAML::Node absent(YAML::NodeType::Undefined);
+  if (path.front() == '[') {
+    size_t close = path.find(']');
+    size_t index = 0;
+    if (close == std::string_view::npos || !node.IsSequence() ||
+        !absl::SimpleAtoi(std::string(path.substr(1, close - 1)), &index) ||
+        index >= node.size()) {
+      return absent;
+    }
+    return Find(node[index], path.substr(close + 1));
   }
-  return nullptr;
+  size_t end = std::min(path.find_first_of(".["), path.size());
+  if (!node.IsMap()) return absent;
+  const YAML::Node child = node[std::string(path.substr(0, end))];
+  return child.IsDefined() ? Find(child, path.substr(end)) : absent;
 }
 
-std::string ChildStr(const Yaml* node, const std::string& key) {
-  const Yaml* child = Child(node, key);
-  return child != nullptr && child->kind == Yaml::Kind::kScalar ? child->scalar
-                                                                : "";
+// The scalar at `path`, or "" when absent or not a scalar.
+std::string Str(const YAML::Node& node, std::string_view path) {
+  const YAML::Node found = Find(node, path);
+  return found.IsScalar() ? found.Scalar() : "";
+}
+
+// A map's value for one `key`, which may hold dots ("nvidia.com/gpu").
+YAML::Node Child(const YAML::Node& node, const std::string& key) {
+  if (!node.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
+  return node[key];
+}
+
+std::string ChildStr(const YAML::Node& node, const std::string& key) {
+  const YAML::Node child = Child(node, key);
+  return child.IsScalar() ? child.Scalar() : "";
+}
+
+bool Has(const YAML::Node& node, std::string_view path) {
+  return Find(node, path).IsDefined();
+}
+
+absl::StatusOr<std::vector<YAML::Node>> ParseYamlDocuments(
+    const std::string& text) {
+  try {
+    return YAML::LoadAll(text);
+  } catch (const YAML::Exception& error) {
+    return absl::InvalidArgumentError(error.what());
+  }
 }
 
 bool HasKubectl() {
@@ -65,33 +105,31 @@ std::string RunCapture(const std::string& command, int* exit_code) {
   return output;
 }
 
-Yaml Kustomization() {
-  absl::StatusOr<std::vector<Yaml>> parsed =
+YAML::Node Kustomization() {
+  absl::StatusOr<std::vector<YAML::Node>> parsed =
       ParseYamlDocuments(ReadText(kK8s + "/kustomization.yaml"));
   EXPECT_TRUE(parsed.ok()) << parsed.status();
-  return parsed.ok() && !parsed->empty() ? parsed->front() : Yaml();
+  return parsed.ok() && !parsed->empty() ? parsed->front() : YAML::Node();
 }
 
 // What `kubectl kustomize` does with our kustomization, for machines
 // without kubectl: every resource file, with the namespace set.
-std::vector<Yaml> AssembleWithoutKubectl() {
-  Yaml kustomization = Kustomization();
-  std::string namespace_name = kustomization.Str("namespace");
-  std::vector<Yaml> documents;
-  const Yaml* resources = kustomization.Find("resources");
-  if (resources == nullptr) return documents;
-  for (const Yaml& resource : resources->list) {
-    absl::StatusOr<std::vector<Yaml>> parsed =
-        ParseYamlDocuments(ReadText(kK8s + "/" + resource.scalar));
-    EXPECT_TRUE(parsed.ok()) << resource.scalar << ": " << parsed.status();
+std::vector<YAML::Node> AssembleWithoutKubectl() {
+  const YAML::Node kustomization = Kustomization();
+  std::string namespace_name = Str(kustomization, "namespace");
+  std::vector<YAML::Node> documents;
+  const YAML::Node resources = Find(kustomization, "resources");
+  if (!resources.IsDefined()) return documents;
+  for (const YAML::Node& resource : resources) {
+    absl::StatusOr<std::vector<YAML::Node>> parsed =
+        ParseYamlDocuments(ReadText(kK8s + "/" + resource.Scalar()));
+    EXPECT_TRUE(parsed.ok()) << resource.Scalar() << ": " << parsed.status();
     if (!parsed.ok()) continue;
-    for (Yaml& document : *parsed) {
-      if (document.Str("kind") != "Namespace") {
-        Yaml* metadata = const_cast<Yaml*>(document.Find("metadata"));
-        Yaml value;
-        value.kind = Yaml::Kind::kScalar;
-        value.scalar = namespace_name;
-        if (metadata != nullptr) metadata->map.emplace_back("namespace", value);
+    for (YAML::Node& document : *parsed) {
+      if (Str(document, "kind") != "Namespace" && Find(document, "metadata")) {
+        // A non-const Node refers into the document: this sets its field.
+        YAML::Node metadata = document["metadata"];
+        metadata["namespace"] = namespace_name;
       }
       documents.push_back(std::move(document));
     }
@@ -99,36 +137,39 @@ std::vector<Yaml> AssembleWithoutKubectl() {
   return documents;
 }
 
-std::vector<Yaml> RenderedManifests(std::string* how) {
+std::vector<YAML::Node> RenderedManifests(std::string* how) {
   if (HasKubectl()) {
     int exit_code = 0;
     std::string rendered =
         RunCapture("kubectl kustomize " + kK8s + " 2>&1", &exit_code);
     EXPECT_EQ(exit_code, 0) << rendered;
-    absl::StatusOr<std::vector<Yaml>> parsed = ParseYamlDocuments(rendered);
+    absl::StatusOr<std::vector<YAML::Node>> parsed =
+        ParseYamlDocuments(rendered);
     EXPECT_TRUE(parsed.ok()) << parsed.status() << "\n" << rendered;
     *how = "kubectl kustomize";
-    return parsed.ok() ? *parsed : std::vector<Yaml>();
+    return parsed.ok() ? *parsed : std::vector<YAML::Node>();
   }
   *how = "the test's own assembly (no kubectl)";
   return AssembleWithoutKubectl();
 }
 
-const Yaml* FindResource(const std::vector<Yaml>& documents,
-                         const std::string& kind, const std::string& name) {
-  for (const Yaml& document : documents) {
-    if (document.Str("kind") == kind && document.Str("metadata.name") == name) {
-      return &document;
+YAML::Node FindResource(const std::vector<YAML::Node>& documents,
+                        const std::string& kind, const std::string& name) {
+  for (const YAML::Node& document : documents) {
+    if (Str(document, "kind") == kind &&
+        Str(document, "metadata.name") == name) {
+      return document;
     }
   }
-  return nullptr;
+  return YAML::Node(YAML::NodeType::Undefined);
 }
 
 // A probe's `ferryd --probe ...` exec command, parsed as ferryd does.
-CommandLine ProbeCommand(const Yaml& container, const std::string& probe) {
+CommandLine ProbeCommand(const YAML::Node& container,
+                         const std::string& probe) {
   std::vector<std::string> args;
-  if (const Yaml* list = container.Find(probe + ".exec.command")) {
-    for (const Yaml& arg : list->list) args.push_back(arg.scalar);
+  if (const YAML::Node list = Find(container, probe + ".exec.command")) {
+    for (const YAML::Node& arg : list) args.push_back(arg.Scalar());
   }
   EXPECT_FALSE(args.empty()) << probe << " runs no command";
   if (args.empty()) return {};
@@ -141,11 +182,11 @@ CommandLine ProbeCommand(const Yaml& container, const std::string& probe) {
 
 // The container's parsed ferryd flags (--config, a file inside the image,
 // left out).
-ServerConfig ContainerConfig(const Yaml& container) {
+ServerConfig ContainerConfig(const YAML::Node& container) {
   std::vector<std::string> args;
-  if (const Yaml* list = container.Find("args")) {
-    for (const Yaml& arg : list->list) {
-      if (arg.scalar.rfind("--config", 0) != 0) args.push_back(arg.scalar);
+  if (const YAML::Node list = Find(container, "args")) {
+    for (const YAML::Node& arg : list) {
+      if (arg.Scalar().rfind("--config", 0) != 0) args.push_back(arg.Scalar());
     }
   }
   absl::StatusOr<CommandLine> parsed = ParseCommandLine(args);
@@ -154,17 +195,17 @@ ServerConfig ContainerConfig(const Yaml& container) {
 }
 
 // The Secret mounted at the directory holding `path`; "" when none is.
-std::string SecretMountedFor(const Yaml& pod, const Yaml& container,
+std::string SecretMountedFor(const YAML::Node& pod, const YAML::Node& container,
                              const std::string& path) {
-  const Yaml* mounts = container.Find("volumeMounts");
-  const Yaml* volumes = pod.Find("volumes");
-  if (mounts == nullptr || volumes == nullptr) return "";
-  for (const Yaml& mount : mounts->list) {
-    std::string dir = ChildStr(&mount, "mountPath");
+  const YAML::Node mounts = Find(container, "volumeMounts");
+  const YAML::Node volumes = Find(pod, "volumes");
+  if (!mounts.IsDefined() || !volumes.IsDefined()) return "";
+  for (const YAML::Node& mount : mounts) {
+    std::string dir = ChildStr(mount, "mountPath");
     if (dir.empty() || path.rfind(dir + "/", 0) != 0) continue;
-    for (const Yaml& volume : volumes->list) {
-      if (ChildStr(&volume, "name") == ChildStr(&mount, "name")) {
-        return volume.Str("secret.secretName");
+    for (const YAML::Node& volume : volumes) {
+      if (ChildStr(volume, "name") == ChildStr(mount, "name")) {
+        return Str(volume, "secret.secretName");
       }
     }
   }
@@ -172,10 +213,10 @@ std::string SecretMountedFor(const Yaml& pod, const Yaml& container,
 }
 
 // "--drain-grace=30s" among a container's args, in milliseconds.
-int64_t DrainGraceMillis(const Yaml& container) {
+int64_t DrainGraceMillis(const YAML::Node& container) {
   std::vector<std::string> args;
-  if (const Yaml* list = container.Find("args")) {
-    for (const Yaml& arg : list->list) args.push_back(arg.scalar);
+  if (const YAML::Node list = Find(container, "args")) {
+    for (const YAML::Node& arg : list) args.push_back(arg.Scalar());
   }
   absl::StatusOr<CommandLine> parsed = ParseCommandLine([&] {
     // --config names a file inside the image; check the other flags.
@@ -191,42 +232,40 @@ int64_t DrainGraceMillis(const Yaml& container) {
 }
 
 // The checks every pod of ours must pass.
-void ExpectServingPod(const Yaml& deployment, const std::string& readiness,
-                      const std::string& what) {
+void ExpectServingPod(const YAML::Node& deployment,
+                      const std::string& readiness, const std::string& what) {
   SCOPED_TRACE(what);
-  const Yaml* pod = deployment.Find("spec.template.spec");
-  ASSERT_NE(pod, nullptr);
-  const Yaml* container = pod->Find("containers[0]");
-  ASSERT_NE(container, nullptr);
+  const YAML::Node pod = Find(deployment, "spec.template.spec");
+  ASSERT_TRUE(pod.IsDefined());
+  const YAML::Node container = Find(pod, "containers[0]");
+  ASSERT_TRUE(container.IsDefined());
 
   // TLS and a bearer token by default, from Secrets mounted read-only.
-  ServerConfig config = ContainerConfig(*container);
+  ServerConfig config = ContainerConfig(container);
   EXPECT_FALSE(config.tls_cert.empty()) << "no --tls-cert";
   EXPECT_FALSE(config.tls_key.empty()) << "no --tls-key";
   EXPECT_FALSE(config.token_file.empty()) << "no --token-file";
   const std::string tls_secret =
-      SecretMountedFor(*pod, *container, config.tls_cert);
+      SecretMountedFor(pod, container, config.tls_cert);
   EXPECT_EQ(tls_secret, "ferry-tls");
-  EXPECT_EQ(SecretMountedFor(*pod, *container, config.tls_key), tls_secret);
-  EXPECT_EQ(SecretMountedFor(*pod, *container, config.token_file),
-            "ferry-token");
-  if (const Yaml* mounts = container->Find("volumeMounts")) {
-    for (const Yaml& mount : mounts->list) {
-      EXPECT_EQ(ChildStr(&mount, "readOnly"), "true")
-          << ChildStr(&mount, "name");
+  EXPECT_EQ(SecretMountedFor(pod, container, config.tls_key), tls_secret);
+  EXPECT_EQ(SecretMountedFor(pod, container, config.token_file), "ferry-token");
+  if (const YAML::Node mounts = Find(container, "volumeMounts")) {
+    for (const YAML::Node& mount : mounts) {
+      EXPECT_EQ(ChildStr(mount, "readOnly"), "true") << ChildStr(mount, "name");
     }
   }
 
   // Probes on the health names, by `ferryd --probe` over TLS (the
   // kubelet's gRPC probes cannot do TLS): liveness on "" (the process,
   // SERVING through a drain), readiness on the service, never the same.
-  CommandLine liveness = ProbeCommand(*container, "livenessProbe");
-  CommandLine ready = ProbeCommand(*container, "readinessProbe");
-  CommandLine startup = ProbeCommand(*container, "startupProbe");
+  CommandLine liveness = ProbeCommand(container, "livenessProbe");
+  CommandLine ready = ProbeCommand(container, "readinessProbe");
+  CommandLine startup = ProbeCommand(container, "startupProbe");
   for (const CommandLine* probe : {&liveness, &ready, &startup}) {
     EXPECT_EQ(probe->probe_address, "127.0.0.1:50051");
     EXPECT_FALSE(probe->probe_tls_ca.empty());
-    EXPECT_EQ(SecretMountedFor(*pod, *container, probe->probe_tls_ca),
+    EXPECT_EQ(SecretMountedFor(pod, container, probe->probe_tls_ca),
               tls_secret);
   }
   EXPECT_EQ(ready.probe_service, readiness);
@@ -234,25 +273,26 @@ void ExpectServingPod(const Yaml& deployment, const std::string& readiness,
   EXPECT_NE(liveness.probe_service, readiness);
 
   // Requests so the scheduler and the HPA can work.
-  EXPECT_FALSE(container->Str("resources.requests.cpu").empty());
-  EXPECT_FALSE(container->Str("resources.requests.memory").empty());
+  EXPECT_FALSE(Str(container, "resources.requests.cpu").empty());
+  EXPECT_FALSE(Str(container, "resources.requests.memory").empty());
 
   // Non-root with the image's fixed uid.
-  EXPECT_EQ(pod->Str("securityContext.runAsNonRoot"), "true");
-  EXPECT_EQ(pod->Str("securityContext.runAsUser"), "10001");
-  EXPECT_EQ(container->Str("securityContext.allowPrivilegeEscalation"),
+  EXPECT_EQ(Str(pod, "securityContext.runAsNonRoot"), "true");
+  EXPECT_EQ(Str(pod, "securityContext.runAsUser"), "10001");
+  EXPECT_EQ(Str(container, "securityContext.allowPrivilegeEscalation"),
             "false");
 
   // The drain finishes before the kubelet's SIGKILL.
   int64_t grace_seconds =
-      std::atoll(pod->Str("terminationGracePeriodSeconds").c_str());
+      std::atoll(Str(pod, "terminationGracePeriodSeconds").c_str());
   int64_t pre_stop_seconds = 0;
-  if (const Yaml* command = container->Find("lifecycle.preStop.exec.command")) {
-    if (command->list.size() == 2 && command->list[0].scalar == "/bin/sleep") {
-      pre_stop_seconds = std::atoll(command->list[1].scalar.c_str());
+  if (const YAML::Node command =
+          Find(container, "lifecycle.preStop.exec.command")) {
+    if (command.size() == 2 && command[0].Scalar() == "/bin/sleep") {
+      pre_stop_seconds = std::atoll(command[1].Scalar().c_str());
     }
   }
-  int64_t drain_millis = DrainGraceMillis(*container);
+  int64_t drain_millis = DrainGraceMillis(container);
   EXPECT_GT(drain_millis, 0);
   // ferryd exits at the latest kDrainExitMargin after its grace.
   EXPECT_LE(pre_stop_seconds * 1000 + drain_millis + kDrainExitMargin.count(),
@@ -264,146 +304,153 @@ void ExpectServingPod(const Yaml& deployment, const std::string& readiness,
       << " s)";
 
   // The selector picks the template's pods.
-  const Yaml* match = deployment.Find("spec.selector.matchLabels");
-  const Yaml* labels = deployment.Find("spec.template.metadata.labels");
-  ASSERT_NE(match, nullptr);
-  for (const auto& [key, value] : match->map) {
-    EXPECT_EQ(ChildStr(labels, key), value.scalar) << key;
+  const YAML::Node match = Find(deployment, "spec.selector.matchLabels");
+  const YAML::Node labels = Find(deployment, "spec.template.metadata.labels");
+  ASSERT_TRUE(match.IsDefined());
+  for (const auto& entry : match) {
+    const std::string key = entry.first.Scalar();
+    EXPECT_EQ(ChildStr(labels, key), entry.second.Scalar()) << key;
   }
 }
 
 // A headless Service on 50051 selecting exactly `deployment`'s pods.
-void ExpectHeadlessServiceFor(const Yaml& service, const Yaml& deployment) {
-  EXPECT_EQ(service.Str("spec.clusterIP"), "None");
-  const Yaml* selector = service.Find("spec.selector");
-  const Yaml* match = deployment.Find("spec.selector.matchLabels");
-  ASSERT_NE(selector, nullptr);
-  ASSERT_NE(match, nullptr);
-  ASSERT_EQ(selector->map.size(), match->map.size());
-  for (const auto& [key, value] : match->map) {
-    EXPECT_EQ(ChildStr(selector, key), value.scalar) << key;
+void ExpectHeadlessServiceFor(const YAML::Node& service,
+                              const YAML::Node& deployment) {
+  EXPECT_EQ(Str(service, "spec.clusterIP"), "None");
+  const YAML::Node selector = Find(service, "spec.selector");
+  const YAML::Node match = Find(deployment, "spec.selector.matchLabels");
+  ASSERT_TRUE(selector.IsDefined());
+  ASSERT_TRUE(match.IsDefined());
+  ASSERT_EQ(selector.size(), match.size());
+  for (const auto& entry : match) {
+    const std::string key = entry.first.Scalar();
+    EXPECT_EQ(ChildStr(selector, key), entry.second.Scalar()) << key;
   }
-  EXPECT_EQ(service.Str("spec.ports[0].port"), "50051");
-  EXPECT_EQ(service.Str("spec.ports[0].name"), "grpc");
+  EXPECT_EQ(Str(service, "spec.ports[0].port"), "50051");
+  EXPECT_EQ(Str(service, "spec.ports[0].name"), "grpc");
 }
 
 TEST(ManifestTest, RenderedManifestsHaveTheFieldsThatMatter) {
   std::string how;
-  std::vector<Yaml> documents = RenderedManifests(&how);
+  std::vector<YAML::Node> documents = RenderedManifests(&how);
   RecordProperty("rendered_with", how);
   std::printf("manifests rendered with %s\n", how.c_str());
   ASSERT_FALSE(documents.empty());
 
-  for (const Yaml& document : documents) {
-    if (document.Str("kind") == "Namespace") continue;
-    EXPECT_EQ(document.Str("metadata.namespace"), "ferry")
-        << document.Str("kind") << " " << document.Str("metadata.name");
+  for (const YAML::Node& document : documents) {
+    if (Str(document, "kind") == "Namespace") continue;
+    EXPECT_EQ(Str(document, "metadata.namespace"), "ferry")
+        << Str(document, "kind") << " " << Str(document, "metadata.name");
   }
 
-  const Yaml* compile = FindResource(documents, "Deployment", "ferry-compile");
-  const Yaml* verify =
+  const YAML::Node compile =
+      FindResource(documents, "Deployment", "ferry-compile");
+  const YAML::Node verify =
       FindResource(documents, "Deployment", "ferry-verify-gpu");
-  ASSERT_NE(compile, nullptr);
-  ASSERT_NE(verify, nullptr);
-  ExpectServingPod(*compile, "ferry.v1.Compiler", "compile");
-  ExpectServingPod(*verify, "ferry.v1.Compiler/gpu", "verify");
+  ASSERT_TRUE(compile.IsDefined());
+  ASSERT_TRUE(verify.IsDefined());
+  ExpectServingPod(compile, "ferry.v1.Compiler", "compile");
+  ExpectServingPod(verify, "ferry.v1.Compiler/gpu", "verify");
 
   // Compile pods are CPU only; the verification pods get a GPU in limits.
-  const Yaml* compile_container =
-      compile->Find("spec.template.spec.containers[0]");
+  const YAML::Node compile_container =
+      Find(compile, "spec.template.spec.containers[0]");
+  EXPECT_FALSE(
+      Child(Find(compile_container, "resources.limits"), "nvidia.com/gpu")
+          .IsDefined());
+  EXPECT_FALSE(
+      Child(Find(compile_container, "resources.requests"), "nvidia.com/gpu")
+          .IsDefined());
+  const YAML::Node verify_container =
+      Find(verify, "spec.template.spec.containers[0]");
   EXPECT_EQ(
-      Child(compile_container->Find("resources.limits"), "nvidia.com/gpu"),
-      nullptr);
-  EXPECT_EQ(
-      Child(compile_container->Find("resources.requests"), "nvidia.com/gpu"),
-      nullptr);
-  const Yaml* verify_container =
-      verify->Find("spec.template.spec.containers[0]");
-  EXPECT_EQ(
-      ChildStr(verify_container->Find("resources.limits"), "nvidia.com/gpu"),
+      ChildStr(Find(verify_container, "resources.limits"), "nvidia.com/gpu"),
       "1");
-  const Yaml* gpu_request =
-      Child(verify_container->Find("resources.requests"), "nvidia.com/gpu");
-  EXPECT_TRUE(gpu_request == nullptr || gpu_request->scalar == "1");
+  const YAML::Node gpu_request =
+      Child(Find(verify_container, "resources.requests"), "nvidia.com/gpu");
+  EXPECT_TRUE(!gpu_request.IsDefined() || gpu_request.Scalar() == "1");
 
-  const Yaml* compile_service =
+  const YAML::Node compile_service =
       FindResource(documents, "Service", "ferry-compile");
-  const Yaml* verify_service =
+  const YAML::Node verify_service =
       FindResource(documents, "Service", "ferry-verify-gpu");
-  ASSERT_NE(compile_service, nullptr);
-  ASSERT_NE(verify_service, nullptr);
-  ExpectHeadlessServiceFor(*compile_service, *compile);
-  ExpectHeadlessServiceFor(*verify_service, *verify);
+  ASSERT_TRUE(compile_service.IsDefined());
+  ASSERT_TRUE(verify_service.IsDefined());
+  ExpectHeadlessServiceFor(compile_service, compile);
+  ExpectHeadlessServiceFor(verify_service, verify);
 
-  const Yaml* hpa =
+  const YAML::Node hpa =
       FindResource(documents, "HorizontalPodAutoscaler", "ferry-compile");
-  ASSERT_NE(hpa, nullptr);
-  EXPECT_EQ(hpa->Str("apiVersion"), "autoscaling/v2");
-  EXPECT_EQ(hpa->Str("spec.scaleTargetRef.kind"), "Deployment");
-  EXPECT_EQ(hpa->Str("spec.scaleTargetRef.name"), "ferry-compile");
-  int min_replicas = std::atoi(hpa->Str("spec.minReplicas").c_str());
-  int max_replicas = std::atoi(hpa->Str("spec.maxReplicas").c_str());
+  ASSERT_TRUE(hpa.IsDefined());
+  EXPECT_EQ(Str(hpa, "apiVersion"), "autoscaling/v2");
+  EXPECT_EQ(Str(hpa, "spec.scaleTargetRef.kind"), "Deployment");
+  EXPECT_EQ(Str(hpa, "spec.scaleTargetRef.name"), "ferry-compile");
+  int min_replicas = std::atoi(Str(hpa, "spec.minReplicas").c_str());
+  int max_replicas = std::atoi(Str(hpa, "spec.maxReplicas").c_str());
   EXPECT_GE(min_replicas, 2);
   EXPECT_GT(max_replicas, min_replicas);
-  EXPECT_TRUE(hpa->Has("spec.metrics[0]"));
+  EXPECT_TRUE(Has(hpa, "spec.metrics[0]"));
 
   // Only client namespaces reach the pods: gRPC from namespaces labelled
   // as Ferry clients, metrics from the scraping namespace, nothing else.
-  const Yaml* policy =
+  const YAML::Node policy =
       FindResource(documents, "NetworkPolicy", "ferry-ingress");
-  ASSERT_NE(policy, nullptr);
-  EXPECT_EQ(policy->Str("apiVersion"), "networking.k8s.io/v1");
-  EXPECT_EQ(policy->Str("spec.policyTypes[0]"), "Ingress");
+  ASSERT_TRUE(policy.IsDefined());
+  EXPECT_EQ(Str(policy, "apiVersion"), "networking.k8s.io/v1");
+  EXPECT_EQ(Str(policy, "spec.policyTypes[0]"), "Ingress");
   std::set<std::string> selected;
-  if (const Yaml* values =
-          policy->Find("spec.podSelector.matchExpressions[0].values")) {
-    EXPECT_EQ(policy->Str("spec.podSelector.matchExpressions[0].key"),
+  if (const YAML::Node values =
+          Find(policy, "spec.podSelector.matchExpressions[0].values")) {
+    EXPECT_EQ(Str(policy, "spec.podSelector.matchExpressions[0].key"),
               "app.kubernetes.io/name");
-    EXPECT_EQ(policy->Str("spec.podSelector.matchExpressions[0].operator"),
+    EXPECT_EQ(Str(policy, "spec.podSelector.matchExpressions[0].operator"),
               "In");
-    for (const Yaml& value : values->list) selected.insert(value.scalar);
+    for (const YAML::Node& value : values) selected.insert(value.Scalar());
   }
   EXPECT_EQ(selected,
             (std::set<std::string>{"ferry-compile", "ferry-verify-gpu"}));
-  const Yaml* rules = policy->Find("spec.ingress");
-  ASSERT_NE(rules, nullptr);
+  const YAML::Node rules = Find(policy, "spec.ingress");
+  ASSERT_TRUE(rules.IsDefined());
   std::set<std::string> ports;
-  for (const Yaml& rule : rules->list) {
-    const Yaml* from = rule.Find("from");
-    ASSERT_NE(from, nullptr) << "an ingress rule without `from` admits all";
-    for (const Yaml& peer : from->list) {
+  for (const YAML::Node& rule : rules) {
+    const YAML::Node from = Find(rule, "from");
+    ASSERT_TRUE(from.IsDefined())
+        << "an ingress rule without `from` admits all";
+    for (const YAML::Node& peer : from) {
       // Namespaces by label only: no ipBlock, no empty selector.
-      EXPECT_FALSE(peer.Has("ipBlock"));
-      const Yaml* labels = peer.Find("namespaceSelector.matchLabels");
-      ASSERT_NE(labels, nullptr);
-      EXPECT_FALSE(labels->map.empty());
+      EXPECT_FALSE(Has(peer, "ipBlock"));
+      const YAML::Node labels = Find(peer, "namespaceSelector.matchLabels");
+      ASSERT_TRUE(labels.IsDefined());
+      EXPECT_NE(labels.size(), 0u);
     }
-    const Yaml* rule_ports = rule.Find("ports");
-    ASSERT_NE(rule_ports, nullptr) << "an ingress rule without ports";
-    for (const Yaml& port : rule_ports->list) ports.insert(port.Str("port"));
+    const YAML::Node rule_ports = Find(rule, "ports");
+    ASSERT_TRUE(rule_ports.IsDefined()) << "an ingress rule without ports";
+    for (const YAML::Node& port : rule_ports) ports.insert(Str(port, "port"));
   }
   EXPECT_EQ(ports, (std::set<std::string>{"50051", "9090"}));
 
-  const Yaml* pdb =
+  const YAML::Node pdb =
       FindResource(documents, "PodDisruptionBudget", "ferry-compile");
-  ASSERT_NE(pdb, nullptr);
-  EXPECT_EQ(pdb->Str("apiVersion"), "policy/v1");
-  EXPECT_TRUE(pdb->Has("spec.maxUnavailable") || pdb->Has("spec.minAvailable"));
-  const Yaml* pdb_selector = pdb->Find("spec.selector.matchLabels");
-  ASSERT_NE(pdb_selector, nullptr);
-  for (const auto& [key, value] : pdb_selector->map) {
-    EXPECT_EQ(ChildStr(compile->Find("spec.template.metadata.labels"), key),
-              value.scalar);
+  ASSERT_TRUE(pdb.IsDefined());
+  EXPECT_EQ(Str(pdb, "apiVersion"), "policy/v1");
+  EXPECT_TRUE(Has(pdb, "spec.maxUnavailable") || Has(pdb, "spec.minAvailable"));
+  const YAML::Node pdb_selector = Find(pdb, "spec.selector.matchLabels");
+  ASSERT_TRUE(pdb_selector.IsDefined());
+  for (const auto& entry : pdb_selector) {
+    EXPECT_EQ(ChildStr(Find(compile, "spec.template.metadata.labels"),
+                       entry.first.Scalar()),
+              entry.second.Scalar());
   }
 }
 
 TEST(ManifestTest, EveryManifestParsesAndIsListedInTheKustomization) {
-  Yaml kustomization = Kustomization();
-  EXPECT_EQ(kustomization.Str("kind"), "Kustomization");
-  EXPECT_EQ(kustomization.Str("namespace"), "ferry");
+  const YAML::Node kustomization = Kustomization();
+  EXPECT_EQ(Str(kustomization, "kind"), "Kustomization");
+  EXPECT_EQ(Str(kustomization, "namespace"), "ferry");
   std::set<std::string> listed;
-  if (const Yaml* resources = kustomization.Find("resources")) {
-    for (const Yaml& resource : resources->list) listed.insert(resource.scalar);
+  if (const YAML::Node resources = Find(kustomization, "resources")) {
+    for (const YAML::Node& resource : resources)
+      listed.insert(resource.Scalar());
   }
   std::set<std::string> files;
   for (const auto& entry : std::filesystem::directory_iterator(kK8s)) {
@@ -412,20 +459,20 @@ TEST(ManifestTest, EveryManifestParsesAndIsListedInTheKustomization) {
       continue;
     }
     files.insert(name);
-    absl::StatusOr<std::vector<Yaml>> parsed =
+    absl::StatusOr<std::vector<YAML::Node>> parsed =
         ParseYamlDocuments(ReadText(entry.path().string()));
     ASSERT_TRUE(parsed.ok()) << name << ": " << parsed.status();
-    for (const Yaml& document : *parsed) {
-      EXPECT_FALSE(document.Str("apiVersion").empty()) << name;
-      EXPECT_FALSE(document.Str("kind").empty()) << name;
-      EXPECT_FALSE(document.Str("metadata.name").empty()) << name;
+    for (const YAML::Node& document : *parsed) {
+      EXPECT_FALSE(Str(document, "apiVersion").empty()) << name;
+      EXPECT_FALSE(Str(document, "kind").empty()) << name;
+      EXPECT_FALSE(Str(document, "metadata.name").empty()) << name;
     }
   }
   EXPECT_EQ(files, listed);
 }
 
-TEST(MiniYamlTest, ReadsTheShapesKubectlPrints) {
-  absl::StatusOr<std::vector<Yaml>> parsed = ParseYamlDocuments(R"(# c
+TEST(YamlTest, ReadsTheShapesKubectlPrints) {
+  absl::StatusOr<std::vector<YAML::Node>> parsed = ParseYamlDocuments(R"(# c
 a: 1
 b:
 - name: x   # comment
@@ -443,18 +490,23 @@ kind: Second
 )");
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   ASSERT_EQ(parsed->size(), 2u);
-  const Yaml& first = (*parsed)[0];
-  EXPECT_EQ(first.Str("a"), "1");
-  EXPECT_EQ(first.Str("b[0].name"), "x");
-  EXPECT_EQ(first.Str("b[0].port"), "50051");
-  EXPECT_EQ(first.Str("b[1]"), "plain");
-  EXPECT_EQ(first.Str("c.d"), "it's");
-  EXPECT_EQ(first.Str("c.e[1]"), "two, three");
-  EXPECT_EQ(first.Find("c.f")->kind, Yaml::Kind::kMap);
-  EXPECT_EQ(first.Str("c.g"), "line 1\nline 2");
-  EXPECT_EQ((*parsed)[1].Str("kind"), "Second");
+  const YAML::Node& first = (*parsed)[0];
+  EXPECT_EQ(Str(first, "a"), "1");
+  EXPECT_EQ(Str(first, "b[0].name"), "x");
+  EXPECT_EQ(Str(first, "b[0].port"), "50051");
+  EXPECT_EQ(Str(first, "b[1]"), "plain");
+  EXPECT_EQ(Str(first, "c.d"), "it's");
+  EXPECT_EQ(Str(first, "c.e[1]"), "two, three");
+  EXPECT_TRUE(Find(first, "c.f").IsMap());
+  // A `|` block keeps its final line break (YAML's "clip").
+  EXPECT_EQ(Str(first, "c.g"), "line 1\nline 2\n");
+  EXPECT_EQ(Str((*parsed)[1], "kind"), "Second");
   EXPECT_FALSE(ParseYamlDocuments("a: 1\n   b: 2\n").ok());
-  EXPECT_FALSE(ParseYamlDocuments("a: &anchor 1\n").ok());
+  // Anchors and aliases, which the manifests may use, resolve.
+  absl::StatusOr<std::vector<YAML::Node>> aliased =
+      ParseYamlDocuments("a: &anchor 1\nb: *anchor\n");
+  ASSERT_TRUE(aliased.ok()) << aliased.status();
+  EXPECT_EQ(Str(aliased->front(), "b"), "1");
 }
 
 TEST(ContainerfileTest, CompileImageIsMultiStageNonRootAndHealthCheckable) {
@@ -504,14 +556,15 @@ TEST(ContainerfileTest, GpuImageUsesTheCuda13RuntimeImage) {
 
 // The configuration a container runs with: the image's config file, then
 // its args (which override it), as ferryd reads them.
-ServerConfig ContainerConfig(const Yaml& container, const std::string& conf) {
+ServerConfig ContainerConfig(const YAML::Node& container,
+                             const std::string& conf) {
   ServerConfig config;
   absl::Status status =
       ApplyConfigText(ReadText(kDeploy + "/" + conf), conf, config);
   EXPECT_TRUE(status.ok()) << status;
-  if (const Yaml* args = container.Find("args")) {
-    for (const Yaml& arg : args->list) {
-      std::string flag = arg.scalar;
+  if (const YAML::Node args = Find(container, "args")) {
+    for (const YAML::Node& arg : args) {
+      std::string flag = arg.Scalar();
       if (flag.rfind("--config", 0) == 0) continue;
       size_t equals = flag.find('=');
       EXPECT_NE(equals, std::string::npos) << flag;
@@ -544,26 +597,27 @@ int64_t Quantity(const std::string& text) {
 
 TEST(ManifestTest, CacheTierRebalancingAndAdmissionFitTogether) {
   std::string how;
-  std::vector<Yaml> documents = RenderedManifests(&how);
+  std::vector<YAML::Node> documents = RenderedManifests(&how);
   ASSERT_FALSE(documents.empty());
-  const Yaml* redis = FindResource(documents, "Deployment", "ferry-redis");
-  const Yaml* redis_service = FindResource(documents, "Service", "ferry-redis");
-  ASSERT_NE(redis, nullptr);
-  ASSERT_NE(redis_service, nullptr);
-  const std::string redis_port = redis_service->Str("spec.ports[0].port");
+  const YAML::Node redis = FindResource(documents, "Deployment", "ferry-redis");
+  const YAML::Node redis_service =
+      FindResource(documents, "Service", "ferry-redis");
+  ASSERT_TRUE(redis.IsDefined());
+  ASSERT_TRUE(redis_service.IsDefined());
+  const std::string redis_port = Str(redis_service, "spec.ports[0].port");
 
   for (const auto& [name, conf] :
        std::vector<std::pair<std::string, std::string>>{
            {"ferry-compile", "ferryd.conf"},
            {"ferry-verify-gpu", "ferryd-gpu.conf"}}) {
     SCOPED_TRACE(name);
-    const Yaml* deployment = FindResource(documents, "Deployment", name);
-    ASSERT_NE(deployment, nullptr);
-    const Yaml* pod = deployment->Find("spec.template.spec");
-    const Yaml* container =
-        deployment->Find("spec.template.spec.containers[0]");
-    ASSERT_NE(container, nullptr);
-    ServerConfig config = ContainerConfig(*container, conf);
+    const YAML::Node deployment = FindResource(documents, "Deployment", name);
+    ASSERT_TRUE(deployment.IsDefined());
+    const YAML::Node pod = Find(deployment, "spec.template.spec");
+    const YAML::Node container =
+        Find(deployment, "spec.template.spec.containers[0]");
+    ASSERT_TRUE(container.IsDefined());
+    ServerConfig config = ContainerConfig(container, conf);
 
     // Both reach the shared tier through its Service.
     EXPECT_EQ(config.cache_redis, absl::StrCat("ferry-redis:", redis_port));
@@ -572,7 +626,7 @@ TEST(ManifestTest, CacheTierRebalancingAndAdmissionFitTogether) {
     EXPECT_GT(config.max_connection_age.count(), 0);
     EXPECT_LE(
         config.max_connection_age_grace.count(),
-        std::atoll(pod->Str("terminationGracePeriodSeconds").c_str()) * 1000);
+        std::atoll(Str(pod, "terminationGracePeriodSeconds").c_str()) * 1000);
 
     // Memory admission: a request at the node limit fits in the budget
     // beside the cache, and the budget sits under the pod's limit with
@@ -583,38 +637,39 @@ TEST(ManifestTest, CacheTierRebalancingAndAdmissionFitTogether) {
     EXPECT_LE(largest + config.cache_bytes, config.max_memory_bytes)
         << "a legal request at --max-nodes could never be admitted";
     const int64_t pod_limit =
-        Quantity(container->Str("resources.limits.memory"));
+        Quantity(Str(container, "resources.limits.memory"));
     EXPECT_GE(pod_limit - config.max_memory_bytes, int64_t{512} << 20)
         << "the pod's memory limit leaves too little above the budget";
   }
 
   // The HPA scales on the queue, not CPU only.
-  const Yaml* hpa =
+  const YAML::Node hpa =
       FindResource(documents, "HorizontalPodAutoscaler", "ferry-compile");
-  ASSERT_NE(hpa, nullptr);
+  ASSERT_TRUE(hpa.IsDefined());
   bool on_queue = false;
-  if (const Yaml* metrics = hpa->Find("spec.metrics")) {
-    for (const Yaml& metric : metrics->list) {
-      on_queue |= metric.Str("type") == "Pods" &&
-                  metric.Str("pods.metric.name") == "ferry_queue_depth";
+  if (const YAML::Node metrics = Find(hpa, "spec.metrics")) {
+    for (const YAML::Node& metric : metrics) {
+      on_queue |= Str(metric, "type") == "Pods" &&
+                  Str(metric, "pods.metric.name") == "ferry_queue_depth";
     }
   }
   EXPECT_TRUE(on_queue);
 
   // The GPU endpoint rolls out without a spare GPU and asks for one GPU.
-  const Yaml* verify =
+  const YAML::Node verify =
       FindResource(documents, "Deployment", "ferry-verify-gpu");
-  ASSERT_NE(verify, nullptr);
-  EXPECT_EQ(verify->Str("spec.strategy.rollingUpdate.maxSurge"), "0");
-  EXPECT_EQ(verify->Str("spec.strategy.rollingUpdate.maxUnavailable"), "1");
+  ASSERT_TRUE(verify.IsDefined());
+  EXPECT_EQ(Str(verify, "spec.strategy.rollingUpdate.maxSurge"), "0");
+  EXPECT_EQ(Str(verify, "spec.strategy.rollingUpdate.maxUnavailable"), "1");
 
   // Redis is a cache: bounded, evicting, not persisted; only ferryd
   // reaches it.
-  const Yaml* redis_container = redis->Find("spec.template.spec.containers[0]");
-  ASSERT_NE(redis_container, nullptr);
+  const YAML::Node redis_container =
+      Find(redis, "spec.template.spec.containers[0]");
+  ASSERT_TRUE(redis_container.IsDefined());
   std::vector<std::string> args;
-  if (const Yaml* list = redis_container->Find("args")) {
-    for (const Yaml& arg : list->list) args.push_back(arg.scalar);
+  if (const YAML::Node list = Find(redis_container, "args")) {
+    for (const YAML::Node& arg : list) args.push_back(arg.Scalar());
   }
   auto value_of = [&](const std::string& flag) {
     for (size_t i = 0; i + 1 < args.size(); ++i)
@@ -630,11 +685,11 @@ TEST(ManifestTest, CacheTierRebalancingAndAdmissionFitTogether) {
   ASSERT_EQ(maxmemory.substr(maxmemory.size() - 2), "gb");
   EXPECT_LT(Quantity(maxmemory.substr(0, maxmemory.size() - 2) + "Gi") +
                 (int64_t{512} << 20),
-            Quantity(redis_container->Str("resources.limits.memory")));
-  const Yaml* redis_policy =
+            Quantity(Str(redis_container, "resources.limits.memory")));
+  const YAML::Node redis_policy =
       FindResource(documents, "NetworkPolicy", "ferry-redis");
-  ASSERT_NE(redis_policy, nullptr);
-  EXPECT_EQ(redis_policy->Str("spec.ingress[0].ports[0].port"), redis_port);
+  ASSERT_TRUE(redis_policy.IsDefined());
+  EXPECT_EQ(Str(redis_policy, "spec.ingress[0].ports[0].port"), redis_port);
 }
 
 TEST(ContainerfileTest, ImageConfigFilesUseFerrydKeys) {

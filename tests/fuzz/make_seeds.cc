@@ -8,10 +8,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "ferry/file.h"
 #include "ferry/v1/program.pb.h"
 #include "passes/ops/catalogue.h"
 #include "passes/proto_io.h"
@@ -19,13 +19,6 @@
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
-}
 
 bool WriteFile(const fs::path& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -62,9 +55,9 @@ int main(int argc, char** argv) {
   for (const fs::path& file : requests) {
     ferry::v1::LowerRequest request;
     bool bare = false;
-    absl::Status status =
-        ferry::ParseRequest(ReadFile(file), ferry::FileFormat::kText,
-                            file.string(), &request, &bare);
+    absl::Status status = ferry::ParseRequest(
+        ferry::ReadFile(file).value_or(""), ferry::FileFormat::kText,
+        file.string(), &request, &bare);
     if (!status.ok()) {
       std::fprintf(stderr, "%s\n", std::string(status.message()).c_str());
       ++failed;

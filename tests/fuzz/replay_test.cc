@@ -11,12 +11,11 @@
 #include <cctype>
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <ostream>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "ferry/file.h"
 #include "ferry/v1/program.pb.h"
 #include "gtest/gtest.h"
 #include "passes/diagnostics.h"
@@ -46,16 +45,9 @@ std::vector<fs::path> InputsIn(const fs::path& dir) {
   return files;
 }
 
-std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
-}
-
 // The bytes the target gets: the file's, or a .textproto's binary form.
 std::string InputBytes(const fs::path& file) {
-  std::string bytes = ReadFile(file);
+  std::string bytes = ReadFile(file).value_or("");
   if (file.extension() != ".textproto") return bytes;
   v1::LowerRequest request;
   bool bare = false;
@@ -153,7 +145,7 @@ TEST(ProtoMutator, MutantsOfTheConformanceSeedsStayRequests) {
   int mutants = 0, fallbacks = 0, importable = 0, changed = 0;
   for (const fs::path& file : InputsIn(kFuzzDir / "corpus" / "pipeline")) {
     if (!file.filename().string().starts_with("conformance_")) continue;
-    const std::string seed = ReadFile(file);
+    const std::string seed = ReadFile(file).value_or("");
     for (unsigned int i = 0; i < 20; ++i) {
       std::string buffer = seed;
       buffer.resize(seed.size() + 4096);

@@ -2,10 +2,9 @@
 #include "passes/proto_io.h"
 
 #include <filesystem>
-#include <fstream>
 #include <random>
-#include <sstream>
 
+#include "ferry/file.h"
 #include "ferry/v1/program.pb.h"
 #include "gtest/gtest.h"
 #include "passes/pipeline.h"
@@ -25,22 +24,15 @@ std::vector<fs::path> ProgramFiles() {
   return files;
 }
 
-std::string Read(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 TEST(ProtoIo, EveryExampleAndTestProgramRoundTripsByteIdentically) {
   std::vector<fs::path> files = ProgramFiles();
   ASSERT_GT(files.size(), 50u);
   for (const fs::path& file : files) {
     v1::LowerRequest request;
     bool bare = false;
-    ASSERT_TRUE(ReadRequestFile(file.string(), FileFormat::kUnknown, &request,
-                                &bare)
-                    .ok())
+    ASSERT_TRUE(
+        ReadRequestFile(file.string(), FileFormat::kUnknown, &request, &bare)
+            .ok())
         << file;
     Diagnostics d;
     Program program = ImportProgram(request.program(), d);
@@ -64,21 +56,21 @@ TEST(ProtoIo, BinaryAndJsonReadBackTheSameRequest) {
   std::string binary;
   ASSERT_TRUE(request.SerializeToString(&binary));
   v1::LowerRequest from_binary;
-  ASSERT_TRUE(ParseRequest(binary, FileFormat::kBinary, "b", &from_binary, &bare)
-                  .ok());
+  ASSERT_TRUE(
+      ParseRequest(binary, FileFormat::kBinary, "b", &from_binary, &bare).ok());
   EXPECT_FALSE(bare);
   EXPECT_EQ(ToText(from_binary), ToText(request));
   // A bare program in binary form.
-  std::string program_binary = SerializeProgram(request.program(),
-                                                FileFormat::kBinary);
+  std::string program_binary =
+      SerializeProgram(request.program(), FileFormat::kBinary);
   ASSERT_TRUE(ParseRequest(program_binary, FileFormat::kBinary, "p",
                            &from_binary, &bare)
                   .ok());
   EXPECT_TRUE(bare);
   EXPECT_EQ(ToText(from_binary.program()), ToText(request.program()));
   std::string json = SerializeProgram(request.program(), FileFormat::kJson);
-  ASSERT_TRUE(ParseRequest(json, FileFormat::kJson, "j", &from_binary, &bare)
-                  .ok());
+  ASSERT_TRUE(
+      ParseRequest(json, FileFormat::kJson, "j", &from_binary, &bare).ok());
   EXPECT_TRUE(bare);
   EXPECT_EQ(ToText(from_binary.program()), ToText(request.program()));
 }
@@ -87,15 +79,17 @@ TEST(ProtoIo, HostileInputIsAnErrorNotACrash) {
   v1::LowerRequest request;
   bool bare = false;
   EXPECT_FALSE(ParseRequest("", FileFormat::kText, "e", &request, &bare).ok());
-  EXPECT_FALSE(ParseRequest("  \n", FileFormat::kJson, "e", &request, &bare).ok());
   EXPECT_FALSE(
-      ParseRequest("program { methods {", FileFormat::kText, "t", &request, &bare)
-          .ok());
-  EXPECT_FALSE(ParseRequest("{\"program\": 3}", FileFormat::kJson, "j",
+      ParseRequest("  \n", FileFormat::kJson, "e", &request, &bare).ok());
+  EXPECT_FALSE(ParseRequest("program { methods {", FileFormat::kText, "t",
                             &request, &bare)
                    .ok());
-  std::string valid = Read(fs::path(FERRY_SOURCE_DIR) /
-                           "examples/two_delegates.textproto");
+  EXPECT_FALSE(
+      ParseRequest("{\"program\": 3}", FileFormat::kJson, "j", &request, &bare)
+          .ok());
+  std::string valid =
+      ReadFile(FERRY_SOURCE_DIR "/examples/two_delegates.textproto")
+          .value_or("");
   v1::LowerRequest parsed;
   ASSERT_TRUE(ParseRequest(valid, FileFormat::kText, "v", &parsed, &bare).ok());
   std::string binary;
@@ -105,7 +99,8 @@ TEST(ProtoIo, HostileInputIsAnErrorNotACrash) {
   std::mt19937 rng(7);
   for (size_t cut = 1; cut < binary.size(); cut += 7) {
     std::string truncated = binary.substr(0, cut);
-    if (ParseRequest(truncated, FileFormat::kBinary, "cut", &request, &bare).ok())
+    if (ParseRequest(truncated, FileFormat::kBinary, "cut", &request, &bare)
+            .ok())
       (void)Lower(request);
   }
   for (int round = 0; round < 300; ++round) {

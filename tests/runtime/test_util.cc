@@ -1,8 +1,6 @@
 #include "tests/runtime/test_util.h"
 
-#include <fstream>
-#include <sstream>
-
+#include "ferry/file.h"
 #include "ferry/v1/program.pb.h"
 #include "gtest/gtest.h"
 #include "passes/diagnostics.h"
@@ -176,12 +174,10 @@ Program ParseProgramUnvalidated(std::string_view text,
 }
 
 Program LoadProgramFile(std::string_view name) {
-  std::ifstream in(std::string(FERRY_RUNTIME_TEST_PROGRAMS) + "/" +
-                   std::string(name));
-  EXPECT_TRUE(in.good()) << "cannot read " << name;
-  std::stringstream text;
-  text << in.rdbuf();
-  return ParseProgram(text.str());
+  absl::StatusOr<std::string> text = ReadFile(
+      std::string(FERRY_RUNTIME_TEST_PROGRAMS) + "/" + std::string(name));
+  EXPECT_TRUE(text.ok()) << text.status();
+  return ParseProgram(text.value_or(""));
 }
 
 std::vector<DType> FloatDTypes() {

@@ -5,10 +5,9 @@
 #include "runtime/verify.h"
 
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <string>
 
+#include "ferry/file.h"
 #include "ferry/v1/program.pb.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
@@ -39,12 +38,11 @@ VerifyReport VerifyOnSim(std::string_view original, std::string_view lowered,
 VerifyReport VerifyRefusedOnSim(std::string_view original,
                                 std::string_view lowered,
                                 const std::string& code) {
-  std::ifstream in(std::string(FERRY_RUNTIME_TEST_PROGRAMS) + "/" +
-                   std::string(lowered));
-  std::stringstream text;
-  text << in.rdbuf();
+  const std::string text = ReadFile(std::string(FERRY_RUNTIME_TEST_PROGRAMS) +
+                                    "/" + std::string(lowered))
+                               .value_or("");
   Diagnostics validation;
-  Program l = ParseProgramUnvalidated(text.str(), &validation);
+  Program l = ParseProgramUnvalidated(text, &validation);
   EXPECT_EQ(validation.items().size(), 1u)
       << FormatDiagnosticsText(validation, std::string(lowered));
   for (const Diagnostic& d : validation.items()) EXPECT_EQ(d.code, code);
@@ -150,14 +148,13 @@ TEST(VerifyTeethTest, CpuTargetCopiesNameTheCopy) {
 
 // Lowers a program of programs/ with `options` (LowerOptions in text form).
 Program LowerFile(std::string_view name, const std::string& options) {
-  std::ifstream in(std::string(FERRY_RUNTIME_TEST_PROGRAMS) + "/" +
-                   std::string(name));
-  std::stringstream text;
-  text << in.rdbuf();
+  const std::string text = ReadFile(std::string(FERRY_RUNTIME_TEST_PROGRAMS) +
+                                    "/" + std::string(name))
+                               .value_or("");
   v1::LowerRequest request;
   bool bare = false;
   EXPECT_TRUE(
-      ParseRequest(text.str(), FileFormat::kText, name, &request, &bare).ok());
+      ParseRequest(text, FileFormat::kText, name, &request, &bare).ok());
   EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(
       options, request.mutable_options()));
   absl::StatusOr<LowerResult> result = Lower(request);

@@ -10,12 +10,12 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <thread>
 
 extern char** environ;
 
 #include "ferry/digest.h"
+#include "ferry/file.h"
 
 namespace ferry::testing {
 
@@ -226,9 +226,7 @@ int Process::WaitForExit(std::chrono::milliseconds timeout) {
 }
 
 std::string ReadFileText(const std::string& path) {
-  std::stringstream text;
-  text << std::ifstream(path).rdbuf();
-  return text.str();
+  return ReadFile(path).value_or("");
 }
 
 bool Eventually(const std::function<bool()>& predicate,

@@ -5,11 +5,10 @@
 #include <google/protobuf/text_format.h>
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <string>
 
+#include "ferry/file.h"
 #include "ferry/v1/program.pb.h"
 #include "passes/diagnostic_codes.h"
 #include "passes/diagnostics.h"
@@ -49,11 +48,10 @@ TEST(CatalogueTest, EveryRowIsRegisteredOnceWithItsFamilyAndRule) {
 // docs/operators.md is generated (build/bin/ferry_operators_doc); this
 // fails when the checked-in file differs from what the catalogue says.
 TEST(OperatorsDocTest, CheckedInFileIsCurrent) {
-  std::ifstream file(FERRY_SOURCE_DIR "/docs/operators.md");
-  ASSERT_TRUE(file.good()) << "docs/operators.md is missing";
-  std::stringstream text;
-  text << file.rdbuf();
-  EXPECT_EQ(text.str(), OperatorsMarkdown())
+  absl::StatusOr<std::string> text =
+      ReadFile(FERRY_SOURCE_DIR "/docs/operators.md");
+  ASSERT_TRUE(text.ok()) << "docs/operators.md is missing";
+  EXPECT_EQ(*text, OperatorsMarkdown())
       << "docs/operators.md is stale: run build/bin/ferry_operators_doc > "
          "docs/operators.md";
 }
