@@ -8,9 +8,7 @@
 //  - where the case computes, verification on the simulated device against
 //    eager host execution of the original program.
 // FERRY_UPDATE_GOLDENS=1 rewrites the golden files (review the diff!).
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
@@ -21,6 +19,8 @@
 #include "gtest/gtest.h"
 #include "passes/pipeline.h"
 #include "passes/proto_io.h"
+#include "tests/support/files.h"
+#include "tests/support/golden.h"
 #ifdef FERRY_HAVE_RUNTIME
 #include "runtime/verify.h"
 #endif
@@ -40,22 +40,10 @@ std::vector<std::string> CaseNames() {
   return names;
 }
 
-std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using testing_util::ReadFile;
+using testing_util::WriteFile;
 
-void WriteFile(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-}
-
-bool Updating() {
-  const char* env = std::getenv("FERRY_UPDATE_GOLDENS");
-  return env && std::string(env) == "1";
-}
+bool Updating() { return testing_util::UpdatingGoldens(); }
 
 // "h2d=2 d2h=1 delegates=1" or "error".
 std::map<std::string, std::string> Expectations(const std::string& request) {

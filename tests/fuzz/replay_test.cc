@@ -11,9 +11,7 @@
 #include <cctype>
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <ostream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -23,6 +21,7 @@
 #include "passes/proto_io.h"
 #include "tests/fuzz/fuzz_entries.h"
 #include "tests/fuzz/proto_mutator.h"
+#include "tests/support/files.h"
 
 namespace ferry::fuzz {
 namespace {
@@ -46,12 +45,7 @@ std::vector<fs::path> InputsIn(const fs::path& dir) {
   return files;
 }
 
-std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
-}
+using testing_util::ReadFile;
 
 // The bytes the target gets: the file's, or a .textproto's binary form.
 std::string InputBytes(const fs::path& file) {

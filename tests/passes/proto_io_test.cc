@@ -2,18 +2,18 @@
 #include "passes/proto_io.h"
 
 #include <filesystem>
-#include <fstream>
 #include <random>
-#include <sstream>
 
 #include "ferry/v1/program.pb.h"
 #include "gtest/gtest.h"
 #include "passes/pipeline.h"
+#include "tests/support/files.h"
 
 namespace ferry {
 namespace {
 
 namespace fs = std::filesystem;
+using testing_util::ReadFile;
 
 std::vector<fs::path> ProgramFiles() {
   std::vector<fs::path> files;
@@ -23,13 +23,6 @@ std::vector<fs::path> ProgramFiles() {
       if (e.path().extension() == ".textproto") files.push_back(e.path());
   std::sort(files.begin(), files.end());
   return files;
-}
-
-std::string Read(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 TEST(ProtoIo, EveryExampleAndTestProgramRoundTripsByteIdentically) {
@@ -94,8 +87,8 @@ TEST(ProtoIo, HostileInputIsAnErrorNotACrash) {
   EXPECT_FALSE(ParseRequest("{\"program\": 3}", FileFormat::kJson, "j",
                             &request, &bare)
                    .ok());
-  std::string valid = Read(fs::path(FERRY_SOURCE_DIR) /
-                           "examples/two_delegates.textproto");
+  std::string valid =
+      ReadFile(fs::path(FERRY_SOURCE_DIR) / "examples/two_delegates.textproto");
   v1::LowerRequest parsed;
   ASSERT_TRUE(ParseRequest(valid, FileFormat::kText, "v", &parsed, &bare).ok());
   std::string binary;

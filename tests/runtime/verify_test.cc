@@ -5,8 +5,6 @@
 #include "runtime/verify.h"
 
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "ferry/v1/program.pb.h"
@@ -17,6 +15,7 @@
 #include "passes/proto_io.h"
 #include "passes/validate.h"
 #include "tests/runtime/test_util.h"
+#include "tests/support/files.h"
 
 namespace ferry::testing {
 namespace {
@@ -39,12 +38,11 @@ VerifyReport VerifyOnSim(std::string_view original, std::string_view lowered,
 VerifyReport VerifyRefusedOnSim(std::string_view original,
                                 std::string_view lowered,
                                 const std::string& code) {
-  std::ifstream in(std::string(FERRY_RUNTIME_TEST_PROGRAMS) + "/" +
-                   std::string(lowered));
-  std::stringstream text;
-  text << in.rdbuf();
   Diagnostics validation;
-  Program l = ParseProgramUnvalidated(text.str(), &validation);
+  Program l = ParseProgramUnvalidated(
+      testing_util::ReadFile(std::string(FERRY_RUNTIME_TEST_PROGRAMS) + "/" +
+                             std::string(lowered)),
+      &validation);
   EXPECT_EQ(validation.items().size(), 1u)
       << FormatDiagnosticsText(validation, std::string(lowered));
   for (const Diagnostic& d : validation.items()) EXPECT_EQ(d.code, code);
@@ -150,14 +148,12 @@ TEST(VerifyTeethTest, CpuTargetCopiesNameTheCopy) {
 
 // Lowers a program of programs/ with `options` (LowerOptions in text form).
 Program LowerFile(std::string_view name, const std::string& options) {
-  std::ifstream in(std::string(FERRY_RUNTIME_TEST_PROGRAMS) + "/" +
-                   std::string(name));
-  std::stringstream text;
-  text << in.rdbuf();
+  const std::string text = testing_util::ReadFile(
+      std::string(FERRY_RUNTIME_TEST_PROGRAMS) + "/" + std::string(name));
   v1::LowerRequest request;
   bool bare = false;
   EXPECT_TRUE(
-      ParseRequest(text.str(), FileFormat::kText, name, &request, &bare).ok());
+      ParseRequest(text, FileFormat::kText, name, &request, &bare).ok());
   EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(
       options, request.mutable_options()));
   absl::StatusOr<LowerResult> result = Lower(request);
