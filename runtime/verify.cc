@@ -41,6 +41,15 @@ Tolerance ToleranceFor(DType dtype, std::string_view device) {
   }
 }
 
+bool WithinTolerance(double actual, double expected,
+                     const Tolerance& tolerance) {
+  if (std::isnan(expected) || std::isnan(actual))
+    return std::isnan(expected) && std::isnan(actual);
+  if (std::isinf(expected) || std::isinf(actual)) return expected == actual;
+  return std::fabs(actual - expected) <=
+         tolerance.atol + tolerance.rtol * std::fabs(expected);
+}
+
 std::vector<std::string> VisibleDevices() {
   std::vector<std::string> devices = {"cpu", "sim"};
   const int count = CudaDeviceCount();
@@ -127,13 +136,7 @@ OutputComparison Compare(const std::string& method, int index,
     } else {
       e = element::LoadAsDouble(ec, ep);
       a = element::LoadAsDouble(ac, ap);
-      if (std::isnan(e) || std::isnan(a)) {
-        same = std::isnan(e) && std::isnan(a);
-      } else if (std::isinf(e) || std::isinf(a)) {
-        same = e == a;
-      } else {
-        same = std::fabs(a - e) <= c.atol + c.rtol * std::fabs(e);
-      }
+      same = WithinTolerance(a, e, tolerance);
     }
     if (!std::isnan(e) && !std::isnan(a) && !(std::isinf(e) && e == a)) {
       const double abs_error = std::fabs(a - e);

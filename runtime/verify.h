@@ -114,6 +114,10 @@ struct Tolerance {
   double atol = 0, rtol = 0;
 };
 Tolerance ToleranceFor(DType dtype, std::string_view device);
+// Whether `actual` matches `expected`: NaN matches NaN, an infinity only
+// itself, anything else within atol + rtol * |expected|.
+bool WithinTolerance(double actual, double expected,
+                     const Tolerance& tolerance);
 
 bool CudaAvailable();
 // "cpu", "sim", then "cuda:N" for each visible GPU.

@@ -79,9 +79,9 @@ constexpr std::string_view kAddingAnOperator = R"(## Adding an operator
    (a shape problem, FERRY-E0303) or `call.DTypeMismatch(...)` (FERRY-E0304).
    Use the checked arithmetic of `passes/ops/common.h`: the fuzz test calls
    every rule with hostile sizes.
-3. Test it in `tests/unit/shape_rules_test.cc` (or `ops_test.cc` for the new
+3. Test it in `tests/passes/shape_rules_test.cc` (or `ops_test.cc` for the new
    operators): the result specs for sizes computed by PyTorch (record them
-   with `tests/unit/gen_op_cases.py`; the C++ tests never call Python), and
+   with `tests/passes/gen_op_cases.py`; the C++ tests never call Python), and
    the error for a wrong operand.
 4. Regenerate this file: `build/bin/ferry_operators_doc > docs/operators.md`
    (the `OperatorsDocTest` fails while it differs).

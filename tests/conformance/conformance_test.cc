@@ -9,9 +9,7 @@
 //  - where the case computes, verification on the simulated device against
 //    eager host execution of the original program.
 // FERRY_UPDATE_GOLDENS=1 rewrites the golden files (review the diff!).
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
@@ -23,6 +21,8 @@
 #include "gtest/gtest.h"
 #include "passes/pipeline.h"
 #include "passes/proto_io.h"
+#include "tests/support/files.h"
+#include "tests/support/golden.h"
 #ifdef FERRY_HAVE_RUNTIME
 #include "runtime/verify.h"
 #endif
@@ -41,15 +41,10 @@ std::vector<std::string> CaseNames() {
   return names;
 }
 
-void WriteFile(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-}
+using testing_util::ReadFile;
+using testing_util::WriteFile;
 
-bool Updating() {
-  const char* env = std::getenv("FERRY_UPDATE_GOLDENS");
-  return env && std::string(env) == "1";
-}
+bool Updating() { return testing_util::UpdatingGoldens(); }
 
 // "h2d=2 d2h=1 delegates=1" or "error".
 std::map<std::string, std::string> Expectations(const std::string& request) {
@@ -93,7 +88,7 @@ class ConformanceTest : public testing::TestWithParam<std::string> {};
 TEST_P(ConformanceTest, MatchesGoldens) {
   const fs::path dir = fs::path(FERRY_CONFORMANCE_DIR) / GetParam();
   const std::string request_text =
-      ReadFile(dir / "request.textproto").value_or("");
+      ReadFile(dir / "request.textproto");
   const std::map<std::string, std::string> expect = Expectations(request_text);
   ASSERT_FALSE(expect.empty()) << "request has no '# expect:' line";
 
@@ -115,7 +110,7 @@ TEST_P(ConformanceTest, MatchesGoldens) {
       WriteFile(diagnostics_path, diagnostics);
   }
   const std::string expected_diagnostics =
-      fs::exists(diagnostics_path) ? ReadFile(diagnostics_path).value_or("")
+      fs::exists(diagnostics_path) ? ReadFile(diagnostics_path)
                                    : "[\n]\n";
   EXPECT_EQ(diagnostics, expected_diagnostics)
       << FormatDiagnosticsText(result->diagnostics, GetParam());
@@ -150,7 +145,7 @@ TEST_P(ConformanceTest, MatchesGoldens) {
   const fs::path golden = dir / "expected.textproto";
   if (Updating()) WriteFile(golden, lowered);
   ASSERT_TRUE(fs::exists(golden)) << "missing " << golden;
-  EXPECT_EQ(lowered, ReadFile(golden).value_or(""));
+  EXPECT_EQ(lowered, ReadFile(golden));
 
   // Determinism: the same input gives the same bytes.
   absl::StatusOr<LowerResult> again = Lower(request);

@@ -22,6 +22,7 @@
 #include "passes/proto_io.h"
 #include "tests/fuzz/fuzz_entries.h"
 #include "tests/fuzz/proto_mutator.h"
+#include "tests/support/files.h"
 
 namespace ferry::fuzz {
 namespace {
@@ -45,9 +46,11 @@ std::vector<fs::path> InputsIn(const fs::path& dir) {
   return files;
 }
 
+using testing_util::ReadFile;
+
 // The bytes the target gets: the file's, or a .textproto's binary form.
 std::string InputBytes(const fs::path& file) {
-  std::string bytes = ReadFile(file).value_or("");
+  std::string bytes = ReadFile(file);
   if (file.extension() != ".textproto") return bytes;
   v1::LowerRequest request;
   bool bare = false;
@@ -145,7 +148,7 @@ TEST(ProtoMutator, MutantsOfTheConformanceSeedsStayRequests) {
   int mutants = 0, fallbacks = 0, importable = 0, changed = 0;
   for (const fs::path& file : InputsIn(kFuzzDir / "corpus" / "pipeline")) {
     if (!file.filename().string().starts_with("conformance_")) continue;
-    const std::string seed = ReadFile(file).value_or("");
+    const std::string seed = ReadFile(file);
     for (unsigned int i = 0; i < 20; ++i) {
       std::string buffer = seed;
       buffer.resize(seed.size() + 4096);

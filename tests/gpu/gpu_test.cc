@@ -19,6 +19,7 @@
 #include "runtime/verify.h"
 #include "tests/gpu/embedded_programs.h"
 #include "tests/runtime/test_util.h"
+#include "tests/support/values.h"
 
 namespace ferry::testing {
 namespace {
@@ -51,21 +52,6 @@ std::vector<double> Download(DeviceMemory& device, const DeviceTensor& t) {
   TensorView view = t.view;
   view.data = host.data() + (t.view.bytes() - t.buffer.data());
   return Values(view);
-}
-
-double Tolerance(DType dtype) {
-  switch (dtype) {
-    case DType::kF64:
-      return 1e-9;
-    case DType::kF32:
-      return 1e-5;
-    case DType::kF16:
-      return 2e-3;
-    case DType::kBF16:
-      return 2e-2;
-    default:
-      return 0;
-  }
 }
 
 class GpuTest : public ::testing::Test {
@@ -131,19 +117,9 @@ class GpuTest : public ::testing::Test {
     ASSERT_TRUE(status.ok()) << status;
     ASSERT_TRUE(device_->Synchronize().ok());
     for (size_t i = 0; i < outputs.size(); ++i) {
-      std::vector<double> want = Values(outputs[i]->view);
-      std::vector<double> got = Download(*device_, device_outputs[i]);
-      ASSERT_EQ(got.size(), want.size());
-      const double tol = Tolerance(outputs[i]->view.dtype);
-      for (size_t k = 0; k < got.size(); ++k) {
-        if (std::isnan(want[k])) {
-          EXPECT_TRUE(std::isnan(got[k])) << "output " << i << " [" << k << "]";
-        } else {
-          EXPECT_NEAR(got[k], want[k], tol * std::max(1.0, std::fabs(want[k])))
-              << "output " << i << " [" << k << "] "
-              << DTypeName(outputs[i]->view.dtype);
-        }
-      }
+      testing_util::ExpectAllClose(
+          Download(*device_, device_outputs[i]), Values(outputs[i]->view),
+          outputs[i]->view.dtype, "cuda", "output " + std::to_string(i));
     }
   }
 

@@ -2,7 +2,6 @@
 // (LowerOptions::backend_operators), narrowed by the request's allow/deny
 // lists; a node carrying the registry's own schema is the registry's
 // operator, one carrying another schema for a registered name is not.
-#include "absl/strings/str_cat.h"
 #include "ferry/v1/program.pb.h"
 #include "gtest/gtest.h"
 #include "passes/diagnostic_codes.h"
@@ -21,15 +20,6 @@ constexpr char kCapability[] = "partitioner { kind: BY_CAPABILITY }";
 std::string Tag(const Program& p, const std::string& node) {
   const Method& m = p.methods[0];
   return m.nodes[Find(m, node)].delegation_tag;
-}
-
-// The operand names of node `name`.
-std::string ArgsOf(const Method& m, const std::string& name) {
-  std::string s;
-  ForEachOperand(m.nodes[Find(m, name)], [&](const ValueId& v) {
-    absl::StrAppend(&s, s.empty() ? "" : " ", m.ValueName(v));
-  });
-  return s;
 }
 
 // Partitions `p` with the options in text form; fails the test on errors.

@@ -1,10 +1,6 @@
 #include "tests/passes/test_programs.h"
 
 #include "absl/strings/str_cat.h"
-#include "ferry/v1/program.pb.h"
-#include "google/protobuf/text_format.h"
-#include "gtest/gtest.h"
-#include "passes/proto_io.h"
 
 namespace ferry::testing_util {
 
@@ -43,26 +39,6 @@ std::string MethodText(const std::string& name, const std::string& nodes) {
   return absl::StrCat("methods { name: \"", name, "\"\n", nodes, "}\n");
 }
 
-Program ParseProgram(const std::string& text) {
-  v1::Program proto;
-  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &proto))
-      << text;
-  Diagnostics diagnostics;
-  Program program = ImportProgram(proto, diagnostics);
-  EXPECT_FALSE(diagnostics.HasErrors())
-      << FormatDiagnosticsText(diagnostics, "test");
-  return program;
-}
-
-LowerOptions ParseOptions(const std::string& text, const Program& program) {
-  v1::LowerOptions proto;
-  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &proto));
-  Diagnostics diagnostics;
-  LowerOptions options = ResolveOptions(proto, program, diagnostics);
-  EXPECT_FALSE(diagnostics.HasErrors());
-  return options;
-}
-
 int32_t Find(const Method& method, const std::string& name) {
   for (size_t i = 0; i < method.nodes.size(); ++i)
     if (method.nodes[i].name == name) return static_cast<int32_t>(i);
@@ -80,6 +56,14 @@ int CountOp(const Method& method, const std::string& op) {
   for (const Node& n : method.nodes)
     if (n.kind == NodeKind::kCall && n.target == op) ++count;
   return count;
+}
+
+std::string ArgsOf(const Method& method, const std::string& name) {
+  std::string s;
+  ForEachOperand(method.nodes[Find(method, name)], [&](const ValueId& v) {
+    absl::StrAppend(&s, s.empty() ? "" : " ", method.ValueName(v));
+  });
+  return s;
 }
 
 }  // namespace ferry::testing_util

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "passes/ir.h"
-#include "passes/options.h"
+#include "tests/support/programs.h"  // ParseProgram, ParseOptions
 
 namespace ferry::testing_util {
 
@@ -24,17 +24,14 @@ std::string Call(const std::string& name, const std::string& op,
 std::string Output(const std::vector<std::string>& values);
 std::string MethodText(const std::string& name, const std::string& nodes);
 
-// Parses a Program in text form and imports it; fails the test on errors.
-Program ParseProgram(const std::string& text);
-// Parses LowerOptions in text form.
-LowerOptions ParseOptions(const std::string& text, const Program& program);
-
 // Node index by name; -1 when absent.
 int32_t Find(const Method& method, const std::string& name);
 // Names of the nodes in order, e.g. "a b a_to_cuda0 delegate_d0 t ...".
 std::string NodeNames(const Method& method);
 // How many calls of `op` the method has.
 int CountOp(const Method& method, const std::string& op);
+// The operand names of node `name`, e.g. "a_to_cuda0 b".
+std::string ArgsOf(const Method& method, const std::string& name);
 
 }  // namespace ferry::testing_util
 

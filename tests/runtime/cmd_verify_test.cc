@@ -1,34 +1,18 @@
 // `ferry verify` as a user runs it: exit codes and report formats.
-#include <sys/wait.h>
-
-#include <array>
-#include <cstdio>
 #include <string>
 
 #include "gtest/gtest.h"
 #include "runtime/verify.h"
+#include "tests/support/process.h"
 
 namespace ferry::testing {
 namespace {
 
-struct ToolResult {
-  int exit_code = -1;
-  std::string output;  // stdout
-};
+using ToolResult = testing_util::CommandResult;
 
 ToolResult RunFerry(const std::string& args) {
-  const std::string command =
-      std::string(FERRY_TOOL) + " " + args + " 2>/dev/null";
-  ToolResult result;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe) return result;
-  std::array<char, 4096> buffer;
-  size_t n;
-  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0)
-    result.output.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
+  return testing_util::RunCommand(std::string(FERRY_TOOL) + " " + args +
+                                  " 2>/dev/null");
 }
 
 const std::string kSource = FERRY_SOURCE_DIR;
@@ -39,7 +23,7 @@ TEST(CmdVerifyTest, MatchingOutputsExitZero) {
       RunFerry("verify --device=sim " + kSource +
                "/tests/conformance/A1_single_delegate/request.textproto");
   EXPECT_EQ(r.exit_code, 0);
-  EXPECT_EQ(r.output,
+  EXPECT_EQ(r.out,
             "verify on sim: OK (1 output matches)\n"
             "  forward output 0 (f32): match; max abs error 0, max rel error 0 "
             "(atol 1e-05, "
@@ -49,10 +33,10 @@ TEST(CmdVerifyTest, MatchingOutputsExitZero) {
                "/tests/conformance/A1_single_delegate/request.textproto");
   EXPECT_EQ(json.exit_code, 0);
   EXPECT_EQ(
-      json.output.rfind(
+      json.out.rfind(
           "{\"ok\":true,\"device\":\"sim\",\"error\":\"\",\"outputs\":[", 0),
       0u)
-      << json.output;
+      << json.out;
 }
 
 TEST(CmdVerifyTest, MismatchAndRuntimeErrorsExitOne) {
@@ -60,19 +44,19 @@ TEST(CmdVerifyTest, MismatchAndRuntimeErrorsExitOne) {
                                  "b2_original.textproto " + kPrograms +
                                  "b2_lowered_no_copy_after_write.textproto");
   EXPECT_EQ(mismatch.exit_code, 1);
-  EXPECT_EQ(mismatch.output.rfind("verify on sim: MISMATCH\n", 0), 0u)
-      << mismatch.output;
+  EXPECT_EQ(mismatch.out.rfind("verify on sim: MISMATCH\n", 0), 0u)
+      << mismatch.out;
   ToolResult error = RunFerry("verify --device=sim --original=" + kPrograms +
                               "b7_original.textproto " + kPrograms +
                               "b7_lowered_cpu_target_copies.textproto");
   EXPECT_EQ(error.exit_code, 1);
-  EXPECT_NE(error.output.find("node 'a_h2d': H2D copy targets cpu"),
+  EXPECT_NE(error.out.find("node 'a_h2d': H2D copy targets cpu"),
             std::string::npos)
-      << error.output;
+      << error.out;
   ToolResult fixed =
       RunFerry("verify --device=sim --original " + kPrograms +
                "b7_original.textproto " + kPrograms + "b7_lowered.textproto");
-  EXPECT_EQ(fixed.exit_code, 0) << fixed.output;
+  EXPECT_EQ(fixed.exit_code, 0) << fixed.out;
 }
 
 TEST(CmdVerifyTest, CompileErrorsExitOne) {

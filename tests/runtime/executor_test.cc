@@ -14,17 +14,6 @@
 namespace ferry::testing {
 namespace {
 
-HostTensor Dense(DType dtype, std::vector<int64_t> sizes,
-                 const std::vector<double>& values) {
-  OwnedTensor t = MakeTensor(dtype, sizes, values);
-  HostTensor h;
-  h.dtype = dtype;
-  h.sizes = sizes;
-  h.data.resize(t.view.numel() * ElementSize(dtype));
-  if (!h.data.empty()) std::memcpy(h.data.data(), t.view.data, h.data.size());
-  return h;
-}
-
 absl::StatusOr<std::vector<HostTensor>> RunOnce(
     const Program& program, ExecutionMode mode,
     const std::vector<HostTensor>& inputs,

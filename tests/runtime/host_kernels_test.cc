@@ -12,45 +12,17 @@
 #include "gtest/gtest.h"
 #include "passes/schema.h"
 #include "tests/runtime/test_util.h"
+#include "tests/support/values.h"
 
 namespace ferry::testing {
 namespace {
 
-// How close a computed value must be to the exact one for each dtype.
-double Tolerance(DType dtype) {
-  switch (dtype) {
-    case DType::kF64:
-      return 1e-12;
-    case DType::kF32:
-      return 1e-6;
-    case DType::kF16:
-      return 1e-3;
-    case DType::kBF16:
-      return 8e-3;
-    default:
-      return 0;
-  }
-}
-
-// Values are compared with the exact values rounded to the output dtype.
+// Values are compared with the exact values rounded to the output dtype,
+// within the tolerances verification uses on the simulated device.
 void ExpectValues(const TensorView& out, const std::vector<double>& exact,
                   std::string_view what = "") {
-  std::vector<double> got = Values(out);
-  std::vector<double> want = Rounded(out.dtype, exact);
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (std::isnan(want[i])) {
-      EXPECT_TRUE(std::isnan(got[i])) << what << " [" << i << "]";
-      continue;
-    }
-    if (std::isinf(want[i])) {
-      EXPECT_EQ(got[i], want[i]) << what << " [" << i << "]";
-      continue;
-    }
-    const double tol = Tolerance(out.dtype) * std::max(1.0, std::fabs(want[i]));
-    EXPECT_NEAR(got[i], want[i], tol)
-        << what << " " << DTypeName(out.dtype) << " [" << i << "]";
-  }
+  testing_util::ExpectAllClose(Values(out), Rounded(out.dtype, exact),
+                               out.dtype, "sim", what);
 }
 
 const std::vector<double> kUnaryInput = {-2, -0.5, 0, 0.5, 1, 2};

@@ -18,8 +18,8 @@
 
 #include "gtest/gtest.h"
 #include "runtime/host_kernels.h"
-#include "runtime/verify.h"
 #include "tests/runtime/test_util.h"
+#include "tests/support/values.h"
 
 namespace ferry {
 namespace {
@@ -221,22 +221,9 @@ void RunCase(const OpCase& c, bool gapped) {
   for (size_t i = 0; i < c.outputs.size(); ++i) {
     const TensorText& want = c.outputs[i];
     if (!want.compare) continue;
-    const std::vector<double> got = testing::Values(outputs[i]->view);
-    ASSERT_EQ(got.size(), want.values.size()) << "output " << i;
-    const Tolerance tol = ToleranceFor(want.dtype, "sim");
-    int64_t bad = 0;
-    for (size_t k = 0; k < got.size(); ++k) {
-      const double e = want.values[k], a = got[k];
-      const bool ok = (std::isnan(e) && std::isnan(a)) || e == a ||
-                      (std::isfinite(e) &&
-                       std::fabs(a - e) <= tol.atol + tol.rtol * std::fabs(e));
-      if (!ok && bad++ < 3)
-        ADD_FAILURE() << c.op << " output " << i << " element " << k
-                      << ": expected " << e << ", got " << a << " (atol "
-                      << tol.atol << ", rtol " << tol.rtol << ")";
-    }
-    EXPECT_EQ(bad, 0) << "output " << i << ": " << bad << " of " << got.size()
-                      << " elements differ";
+    testing_util::ExpectAllClose(testing::Values(outputs[i]->view), want.values,
+                                 want.dtype, "sim",
+                                 c.op + " output " + std::to_string(i));
   }
 }
 

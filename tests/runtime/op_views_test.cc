@@ -12,17 +12,6 @@
 namespace ferry::testing {
 namespace {
 
-HostTensor Dense(DType dtype, std::vector<int64_t> sizes,
-                 const std::vector<double>& values) {
-  OwnedTensor t = MakeTensor(dtype, sizes, values);
-  HostTensor h;
-  h.dtype = dtype;
-  h.sizes = sizes;
-  h.data.resize(t.view.numel() * ElementSize(dtype));
-  if (!h.data.empty()) std::memcpy(h.data.data(), t.view.data, h.data.size());
-  return h;
-}
-
 std::vector<std::vector<double>> RunText(const std::string& text,
                                          ExecutionMode mode,
                                          const std::vector<double>& x) {

@@ -1,13 +1,11 @@
 #include "tests/runtime/test_util.h"
 
-#include "ferry/file.h"
-#include "ferry/v1/program.pb.h"
+#include <cstring>
+
 #include "gtest/gtest.h"
-#include "passes/diagnostics.h"
-#include "passes/proto_io.h"
-#include "passes/validate.h"
 #include "runtime/element.h"
 #include "runtime/host_kernels.h"
+#include "tests/support/files.h"
 
 namespace ferry::testing {
 namespace {
@@ -65,6 +63,17 @@ OwnedTensor MakeStrided(DType dtype, std::vector<int64_t> sizes,
 
 OwnedTensor MakeOutput(DType dtype, std::vector<int64_t> sizes) {
   return Allocate(dtype, sizes, ContiguousStrides(sizes), 0);
+}
+
+HostTensor Dense(DType dtype, std::vector<int64_t> sizes,
+                 const std::vector<double>& values) {
+  OwnedTensor t = MakeTensor(dtype, sizes, values);
+  HostTensor h;
+  h.dtype = dtype;
+  h.sizes = sizes;
+  h.data.resize(t.view.numel() * ElementSize(dtype));
+  if (!h.data.empty()) std::memcpy(h.data.data(), t.view.data, h.data.size());
+  return h;
 }
 
 std::vector<double> Values(const TensorView& view) {
@@ -142,42 +151,11 @@ absl::Status RunKernel(std::string_view op, const std::vector<KernelArg>& args,
   return RunHostKernel(KernelCall{op, args, views});
 }
 
-Program ParseProgram(std::string_view text) {
-  v1::LowerRequest request;
-  bool bare = false;
-  absl::Status status =
-      ParseRequest(text, FileFormat::kText, "test program", &request, &bare);
-  EXPECT_TRUE(status.ok()) << status;
-  Diagnostics diagnostics;
-  Program program = ImportProgram(request.program(), diagnostics);
-  if (!diagnostics.HasErrors()) ValidateProgram(program, diagnostics);
-  EXPECT_FALSE(diagnostics.HasErrors())
-      << FormatDiagnosticsText(diagnostics, "test program");
-  return program;
-}
-
-Program ParseProgramUnvalidated(std::string_view text,
-                                Diagnostics* validation) {
-  v1::LowerRequest request;
-  bool bare = false;
-  absl::Status status =
-      ParseRequest(text, FileFormat::kText, "test program", &request, &bare);
-  EXPECT_TRUE(status.ok()) << status;
-  Diagnostics diagnostics;
-  Program program = ImportProgram(request.program(), diagnostics);
-  EXPECT_FALSE(diagnostics.HasErrors())
-      << FormatDiagnosticsText(diagnostics, "test program");
-  Diagnostics validated;
-  ValidateProgram(program, validated);
-  if (validation != nullptr) *validation = std::move(validated);
-  return program;
-}
-
 Program LoadProgramFile(std::string_view name) {
-  absl::StatusOr<std::string> text = ReadFile(
+  const std::string text = testing_util::ReadFile(
       std::string(FERRY_RUNTIME_TEST_PROGRAMS) + "/" + std::string(name));
-  EXPECT_TRUE(text.ok()) << text.status();
-  return ParseProgram(text.value_or(""));
+  EXPECT_FALSE(text.empty()) << "cannot read " << name;
+  return ParseProgram(text);
 }
 
 std::vector<DType> FloatDTypes() {

@@ -13,6 +13,7 @@
 #include "passes/ir.h"
 #include "runtime/executor.h"
 #include "runtime/tensor_view.h"
+#include "tests/support/programs.h"
 
 namespace ferry::testing {
 
@@ -32,6 +33,9 @@ OwnedTensor MakeStrided(DType dtype, std::vector<int64_t> sizes,
                         const std::vector<double>& values);
 // A zero-filled contiguous tensor (an output).
 OwnedTensor MakeOutput(DType dtype, std::vector<int64_t> sizes);
+// `values` as a dense HostTensor (an executor input).
+HostTensor Dense(DType dtype, std::vector<int64_t> sizes,
+                 const std::vector<double>& values);
 
 // The logical values of `view`, row-major.
 std::vector<double> Values(const TensorView& view);
@@ -52,14 +56,9 @@ KernelArg NoneArg();
 absl::Status RunKernel(std::string_view op, const std::vector<KernelArg>& args,
                        const std::vector<const OwnedTensor*>& outputs);
 
-// Reads a text-format Program (or LowerRequest) and imports it; fails the
-// current test on errors.
-Program ParseProgram(std::string_view text);
-// Imports without validating, and returns validation's diagnostics in
-// `validation`: for handing the runtime a program validation refuses, to
-// test its own checks.
-Program ParseProgramUnvalidated(std::string_view text,
-                                Diagnostics* validation = nullptr);
+// Programs from text (tests/support/programs.h).
+using testing_util::ParseProgram;
+using testing_util::ParseProgramUnvalidated;
 Program LoadProgramFile(std::string_view name);  // from tests/runtime/programs
 
 // Every float dtype, and every dtype.

@@ -16,6 +16,7 @@
 #include "passes/proto_io.h"
 #include "passes/validate.h"
 #include "tests/runtime/test_util.h"
+#include "tests/support/files.h"
 
 namespace ferry::testing {
 namespace {
@@ -38,11 +39,11 @@ VerifyReport VerifyOnSim(std::string_view original, std::string_view lowered,
 VerifyReport VerifyRefusedOnSim(std::string_view original,
                                 std::string_view lowered,
                                 const std::string& code) {
-  const std::string text = ReadFile(std::string(FERRY_RUNTIME_TEST_PROGRAMS) +
-                                    "/" + std::string(lowered))
-                               .value_or("");
   Diagnostics validation;
-  Program l = ParseProgramUnvalidated(text, &validation);
+  Program l = ParseProgramUnvalidated(
+      testing_util::ReadFile(std::string(FERRY_RUNTIME_TEST_PROGRAMS) + "/" +
+                             std::string(lowered)),
+      &validation);
   EXPECT_EQ(validation.items().size(), 1u)
       << FormatDiagnosticsText(validation, std::string(lowered));
   for (const Diagnostic& d : validation.items()) EXPECT_EQ(d.code, code);
@@ -148,9 +149,8 @@ TEST(VerifyTeethTest, CpuTargetCopiesNameTheCopy) {
 
 // Lowers a program of programs/ with `options` (LowerOptions in text form).
 Program LowerFile(std::string_view name, const std::string& options) {
-  const std::string text = ReadFile(std::string(FERRY_RUNTIME_TEST_PROGRAMS) +
-                                    "/" + std::string(name))
-                               .value_or("");
+  const std::string text = testing_util::ReadFile(
+      std::string(FERRY_RUNTIME_TEST_PROGRAMS) + "/" + std::string(name));
   v1::LowerRequest request;
   bool bare = false;
   EXPECT_TRUE(

@@ -78,7 +78,7 @@ class OneWorkerFerryd {
   }
   Client& client() { return *client_; }
   Process& process() { return process_; }
-  std::string log() const { return ReadFileText(dir_.File("stderr")); }
+  std::string log() const { return ReadFile(dir_.File("stderr")); }
   // Whether /metrics says `text` (e.g. "ferry_jobs_running 1").
   bool MetricsSay(const std::string& text) {
     httplib::Result scraped = http_->Get("/metrics");
@@ -254,7 +254,7 @@ TEST(FerrydProcessTest, ServesThenDrainsOnSigtermAndExitsZero) {
   EXPECT_TRUE(finished->ok());
   EXPECT_EQ(ferryd.WaitForExit(std::chrono::seconds(20)), 0);
 
-  std::string log = ReadFileText(dir.File("stderr"));
+  std::string log = ReadFile(dir.File("stderr"));
   EXPECT_NE(log.find("\"event\":\"start\""), std::string::npos) << log;
   EXPECT_NE(log.find("\"event\":\"drain\""), std::string::npos) << log;
   EXPECT_NE(log.find("\"in_flight_finished\":true"), std::string::npos) << log;
@@ -277,7 +277,7 @@ TEST(FerrydProcessTest, ProbeSpeaksTlsAsTheManifestsUseIt) {
       dir.File("probe-stderr"));
   EXPECT_EQ(probe.ReadLine(), "SERVING");
   EXPECT_EQ(probe.WaitForExit(std::chrono::seconds(10)), 0)
-      << ReadFileText(dir.File("probe-stderr"));
+      << ReadFile(dir.File("probe-stderr"));
   // Plaintext against a TLS port fails (what the kubelet's gRPC probes do).
   Process plain({FERRYD_PATH, "--probe", address}, dir.File("plain-stderr"));
   EXPECT_NE(plain.WaitForExit(std::chrono::seconds(10)), 0);
@@ -289,11 +289,11 @@ TEST(FerrydProcessTest, RejectsUnknownFlagsAndBadValues) {
   TempDir dir;
   Process unknown({FERRYD_PATH, "--listne", "127.0.0.1:0"}, dir.File("e1"));
   EXPECT_EQ(unknown.WaitForExit(std::chrono::seconds(10)), 2);
-  EXPECT_NE(ReadFileText(dir.File("e1")).find("unknown flag --listne"),
+  EXPECT_NE(ReadFile(dir.File("e1")).find("unknown flag --listne"),
             std::string::npos);
   Process bad({FERRYD_PATH, "--workers", "zero"}, dir.File("e2"));
   EXPECT_EQ(bad.WaitForExit(std::chrono::seconds(10)), 2);
-  EXPECT_NE(ReadFileText(dir.File("e2")).find("--workers"), std::string::npos);
+  EXPECT_NE(ReadFile(dir.File("e2")).find("--workers"), std::string::npos);
 }
 
 }  // namespace

@@ -13,7 +13,6 @@
 #include "absl/strings/match.h"
 #include "client/testing/synthetic_program.h"
 #include "ferry/client.h"
-#include "google/protobuf/text_format.h"
 #include "passes/pipeline.h"
 #include "passes/proto_io.h"
 #include "runtime/verify.h"
@@ -28,15 +27,9 @@ namespace {
 
 using std::chrono::milliseconds;
 
-v1::LowerRequest ParseRequest(const std::string& text) {
-  v1::LowerRequest request;
-  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &request));
-  return request;
-}
-
 // A reference to a value that does not exist: malformed (FERRY-E0102).
 v1::LowerRequest DanglingReferenceRequest() {
-  return ParseRequest(R"pb(
+  return ParseRequestText(R"pb(
     program {
       methods {
         name: "forward"
@@ -64,7 +57,7 @@ v1::LowerRequest DanglingReferenceRequest() {
 // Well formed, but input x lives on cuda:0 (skip_h2d) and is written in
 // place on the host: fails to compile (FERRY-E0804, CASES.md B6c).
 v1::LowerRequest FailsToCompileRequest() {
-  return ParseRequest(R"pb(
+  return ParseRequestText(R"pb(
     program {
       methods {
         name: "forward"
@@ -283,18 +276,12 @@ TEST(ServiceTest, StatusDetailsWithHugeNamesStayUnderTheMetadataLimit) {
 }
 
 // Requests whose specs would make the server allocate far too much.
-v1::LowerRequest ParseLowerRequest(const std::string& text) {
-  v1::LowerRequest request;
-  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &request))
-      << text;
-  return request;
-}
 
 // A 4-byte constant named `name` declared f32[n,n] with strides [0,0].
 v1::LowerRequest BroadcastConstantRequest(int64_t n, const std::string& name) {
   std::string spec = absl::StrCat("dtype: F32 sizes: ", n, " sizes: ", n,
                                   " strides: 0 strides: 0");
-  return ParseLowerRequest(absl::StrCat(
+  return ParseRequestText(absl::StrCat(
       R"pb(program { methods { name: "forward"
                                nodes { name: "w"
                                        input { kind: PARAMETER target: ")pb",
@@ -312,7 +299,7 @@ v1::LowerRequest BroadcastConstantRequest(int64_t n, const std::string& name) {
 
 // One f32 user input `x` with `spec`, returned as is.
 v1::LowerRequest HugeInputRequest(const std::string& spec) {
-  return ParseLowerRequest(absl::StrCat(
+  return ParseRequestText(absl::StrCat(
       R"pb(program { methods { name: "forward"
                                nodes { name: "x"
                                        input { kind: USER_INPUT }

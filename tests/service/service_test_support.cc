@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
 #include <thread>
 
 extern char** environ;
@@ -110,7 +109,7 @@ TempDir::~TempDir() {
 }
 
 void TempDir::Write(const std::string& name, const std::string& text) const {
-  std::ofstream(File(name), std::ios::binary) << text;
+  testing_util::WriteFile(File(name), text);
 }
 
 namespace {
@@ -223,10 +222,6 @@ int Process::WaitForExit(std::chrono::milliseconds timeout) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   return -1;
-}
-
-std::string ReadFileText(const std::string& path) {
-  return ReadFile(path).value_or("");
 }
 
 bool Eventually(const std::function<bool()>& predicate,

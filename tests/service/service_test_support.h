@@ -16,6 +16,8 @@
 #include "ferry/client.h"
 #include "server/config.h"
 #include "server/ferry_server.h"
+#include "tests/support/files.h"
+#include "tests/support/programs.h"
 
 namespace ferry::testing {
 
@@ -113,8 +115,10 @@ class Process {
   FILE* stdout_ = nullptr;
 };
 
-// The contents of a file ("" when unreadable).
-std::string ReadFileText(const std::string& path);
+// tests/support: the contents of a file ("" when unreadable), a
+// LowerRequest from text.
+using testing_util::ParseRequestText;
+using testing_util::ReadFile;
 
 // Polls `predicate` every 10 ms until true or `timeout`.
 bool Eventually(const std::function<bool()>& predicate,

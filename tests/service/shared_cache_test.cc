@@ -131,7 +131,7 @@ class SharedCacheTest : public ::testing::Test {
  protected:
   void SetUp() override {
     redis_ = std::make_unique<RedisServer>(dir_);
-    ASSERT_TRUE(redis_->ready()) << ReadFileText(dir_.File("redis-stderr"));
+    ASSERT_TRUE(redis_->ready()) << ReadFile(dir_.File("redis-stderr"));
     for (int i = 0; i < 3; ++i) {
       replicas_.push_back(std::make_unique<Replica>(
           dir_, absl::StrCat("ferryd", i),
@@ -300,7 +300,7 @@ TEST_F(SharedCacheTest, RedisKilledUnderLoadCostsNoRequest) {
               "ferry_shared_cache_total{result=\"store_failed\"}"),
       0);
   // The log says so, once.
-  std::string log = ReadFileText(dir_.File("ferryd0-stderr"));
+  std::string log = ReadFile(dir_.File("ferryd0-stderr"));
   EXPECT_TRUE(absl::StrContains(log, "\"event\":\"redis\"")) << log;
   EXPECT_TRUE(absl::StrContains(log, "\"state\":\"down\""));
 }
@@ -419,7 +419,7 @@ class BlobTest : public ::testing::TestWithParam<bool> {
     }
     replica_ = std::make_unique<Replica>(dir_, "ferryd", flags);
     ASSERT_FALSE(replica_->address().empty())
-        << ReadFileText(dir_.File("ferryd-stderr"));
+        << ReadFile(dir_.File("ferryd-stderr"));
   }
   std::unique_ptr<Client> Blobs(int64_t threshold) {
     return Connect(replica_->address(), [&](ClientOptions& options) {
@@ -613,7 +613,7 @@ TEST(Rebalancing, AgedConnectionsAreReplacedWithoutFailedCalls) {
   EXPECT_EQ(failed, 0);
   std::set<std::string> peers;
   for (absl::string_view line :
-       absl::StrSplit(ReadFileText(dir.File("ferryd-stderr")), '\n')) {
+       absl::StrSplit(ReadFile(dir.File("ferryd-stderr")), '\n')) {
     size_t at = line.find("\"peer\":\"");
     if (at == absl::string_view::npos) continue;
     absl::string_view peer = line.substr(at + 8);
@@ -627,7 +627,7 @@ TEST(SharedCacheConfig, BadRedisAddressIsRefusedAtStart) {
   Process ferryd({FERRYD_PATH, "--listen=127.0.0.1:0", "--cache-redis=nowhere"},
                  dir.File("stderr"));
   EXPECT_EQ(ferryd.WaitForExit(seconds(10)), 2);
-  EXPECT_TRUE(absl::StrContains(ReadFileText(dir.File("stderr")),
+  EXPECT_TRUE(absl::StrContains(ReadFile(dir.File("stderr")),
                                 "is not HOST:PORT or unix:PATH"));
 }
 

@@ -5,7 +5,6 @@
 // status (valid requests OK, or a retry-later code under load), must still
 // serve valid work at the end, and its peak RSS (VmHWM) must stay under the
 // configured --max-memory-bytes. It then drains on SIGTERM and exits 0.
-#include <google/protobuf/text_format.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -32,17 +31,10 @@ using Clock = std::chrono::steady_clock;
 constexpr int64_t kBudgetBytes = int64_t{1} << 30;  // --max-memory-bytes
 constexpr int kClients = 8;
 
-v1::LowerRequest ParseRequest(const std::string& text) {
-  v1::LowerRequest request;
-  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &request))
-      << text;
-  return request;
-}
-
 // A 4-byte constant declared f32[100000,100000] with strides [0,0]: 40 GB
 // once made contiguous.
 v1::LowerRequest BroadcastConstantRequest() {
-  return ParseRequest(R"pb(
+  return ParseRequestText(R"pb(
     program {
       methods {
         name: "forward"
@@ -84,14 +76,14 @@ v1::LowerRequest HugeInputRequest(bool far_offset) {
   std::string spec = far_offset
                          ? "dtype: F32 sizes: 4 storage_offset: 4294967296"
                          : "dtype: F32 sizes: 20000 sizes: 20000";
-  return ParseRequest(absl::StrCat(R"pb(
-                                     program { methods {
-                                       name: "forward"
-                                       nodes { name: "x"
-                                               input { kind: USER_INPUT }
-                                               tensor {)pb",
-                                   spec, R"pb(}
-                                              }
+  return ParseRequestText(absl::StrCat(R"pb(
+                                         program { methods {
+                                           name: "forward"
+                                           nodes { name: "x"
+                                                   input { kind: USER_INPUT }
+                                                   tensor {)pb",
+                                       spec, R"pb(}
+                                                  }
         nodes { name: "output" output { values { value: "x" } } }
       }
     })pb"));
@@ -99,7 +91,7 @@ v1::LowerRequest HugeInputRequest(bool far_offset) {
 
 // A lowered module whose graph delegates to itself.
 v1::LowerRequest SelfCallingModuleRequest() {
-  return ParseRequest(R"pb(
+  return ParseRequestText(R"pb(
     program {
       methods {
         name: "forward"
@@ -259,7 +251,7 @@ TEST(SoakTest, MixedHostileLoadNeverTakesTheServerDown) {
                  dir.File("stderr"));
   std::string address = ferryd.ReadLine();
   ASSERT_EQ(address.rfind("127.0.0.1:", 0), 0u)
-      << address << ReadFileText(dir.File("stderr"));
+      << address << ReadFile(dir.File("stderr"));
   int pid = ferryd.pid();
 
   const v1::LowerRequest broadcast = BroadcastConstantRequest();
@@ -397,7 +389,7 @@ TEST(SoakTest, MixedHostileLoadNeverTakesTheServerDown) {
   }
   ferryd.Signal(SIGTERM);
   EXPECT_EQ(ferryd.WaitForExit(std::chrono::seconds(30)), 0)
-      << ReadFileText(dir.File("stderr")).substr(0, 4000);
+      << ReadFile(dir.File("stderr")).substr(0, 4000);
 }
 
 }  // namespace

@@ -56,7 +56,7 @@ class ToolRemoteTest : public ::testing::Test {
     Process tool(args, err_path);
     std::string out = tool.ReadAll();
     int code = tool.WaitForExit(std::chrono::seconds(60));
-    return Run{code, out, ReadFileText(err_path)};
+    return Run{code, out, ReadFile(err_path)};
   }
 
   // Pass timings differ between runs: "micros":123 -> "micros":0.
@@ -106,7 +106,7 @@ TEST_F(ToolRemoteTest, LowerAsksByDigestBeforeSendingALargeProgram) {
   Run second = Tool({"lower", "--server", address_ + "," + address_, file});
   ASSERT_EQ(second.exit_code, 0) << second.err;
   EXPECT_EQ(second.out, first.out);
-  std::string log = ReadFileText(dir_.File("ferryd.stderr"));
+  std::string log = ReadFile(dir_.File("ferryd.stderr"));
   auto count = [&](const std::string& needle) {
     int n = 0;
     for (size_t at = 0; (at = log.find(needle, at)) != std::string::npos;

@@ -1,42 +1,28 @@
 // Runs the `ferry` binary on good, broken and garbage input and checks exit
 // codes and output.
-#include <sys/wait.h>
+#include <unistd.h>
 
-#include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <random>
-#include <sstream>
 #include <string>
 
 #include "ferry/v1/program.pb.h"
 #include "gtest/gtest.h"
 #include "passes/proto_io.h"
+#include "tests/support/files.h"
+#include "tests/support/process.h"
 
 namespace ferry {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct ToolRun {
-  int exit_code = -1;
-  std::string out;  // stdout and stderr
-};
+// The exit code and the output (stdout, and stderr when merged).
+using ToolRun = testing_util::CommandResult;
 
 ToolRun Ferry(const std::string& args, bool merge_stderr = true) {
-  std::string command = std::string(FERRY_TOOL) + " " + args +
-                        (merge_stderr ? " 2>&1" : " 2>/dev/null");
-  ToolRun run;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe) return run;
-  char buffer[4096];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0)
-    run.out.append(buffer, n);
-  int status = pclose(pipe);
-  run.exit_code =
-      WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return run;
+  return testing_util::RunCommand(std::string(FERRY_TOOL) + " " + args +
+                                  (merge_stderr ? " 2>&1" : " 2>/dev/null"));
 }
 
 class ToolTest : public testing::Test {
@@ -49,7 +35,7 @@ class ToolTest : public testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
   std::string Write(const std::string& name, const std::string& bytes) {
     fs::path p = dir_ / name;
-    std::ofstream(p, std::ios::binary) << bytes;
+    testing_util::WriteFile(p, bytes);
     return p.string();
   }
   static std::string Example(const std::string& name) {

@@ -17,6 +17,7 @@
 #include "passes/diagnostics.h"
 #include "passes/ir.h"
 #include "passes/proto_io.h"
+#include "tests/support/programs.h"
 
 namespace ferry {
 namespace {
@@ -25,15 +26,9 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
+// Imported, not yet validated: each test validates (and checks) itself.
 Program Import(const std::string& text) {
-  v1::Program proto;
-  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &proto))
-      << text;
-  Diagnostics diagnostics;
-  Program program = ImportProgram(proto, diagnostics);
-  EXPECT_FALSE(diagnostics.HasErrors())
-      << FormatDiagnosticsText(diagnostics, "test");
-  return program;
+  return testing_util::ParseProgramUnvalidated(text);
 }
 
 Diagnostics Validate(const Program& program) {

@@ -2,20 +2,18 @@
 // docs/operators.md is what the catalogue generates, and a wrong declared
 // shape of a new operator is an error naming the node.
 #include <gmock/gmock.h>
-#include <google/protobuf/text_format.h>
 #include <gtest/gtest.h>
 
 #include <set>
 #include <string>
 
-#include "ferry/file.h"
-#include "ferry/v1/program.pb.h"
 #include "passes/diagnostic_codes.h"
 #include "passes/diagnostics.h"
 #include "passes/ops/catalogue.h"
-#include "passes/proto_io.h"
 #include "passes/schema.h"
 #include "passes/validate.h"
+#include "tests/support/files.h"
+#include "tests/support/programs.h"
 
 namespace ferry {
 namespace {
@@ -48,10 +46,10 @@ TEST(CatalogueTest, EveryRowIsRegisteredOnceWithItsFamilyAndRule) {
 // docs/operators.md is generated (build/bin/ferry_operators_doc); this
 // fails when the checked-in file differs from what the catalogue says.
 TEST(OperatorsDocTest, CheckedInFileIsCurrent) {
-  absl::StatusOr<std::string> text =
-      ReadFile(FERRY_SOURCE_DIR "/docs/operators.md");
-  ASSERT_TRUE(text.ok()) << "docs/operators.md is missing";
-  EXPECT_EQ(*text, OperatorsMarkdown())
+  const std::string text =
+      testing_util::ReadFile(FERRY_SOURCE_DIR "/docs/operators.md");
+  ASSERT_FALSE(text.empty()) << "docs/operators.md is missing";
+  EXPECT_EQ(text, OperatorsMarkdown())
       << "docs/operators.md is stale: run build/bin/ferry_operators_doc > "
          "docs/operators.md";
 }
@@ -122,11 +120,7 @@ TEST_P(ConvolutionCheckTest, WrongDeclaredShapeIsAShapeMismatch) {
       spec { dtype: F32 sizes: [ 4, 3, 3, 3 ] }
     }
   )pb";
-  v1::Program proto;
-  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &proto));
-  Diagnostics imported;
-  Program program = ImportProgram(proto, imported);
-  ASSERT_FALSE(imported.HasErrors()) << FormatDiagnosticsText(imported, "conv");
+  Program program = testing_util::ParseProgramUnvalidated(text);
   Diagnostics diagnostics;
   EXPECT_FALSE(ValidateProgram(program, diagnostics));
   bool found = false;
@@ -184,12 +178,7 @@ TEST(SplitCheckTest, WrongDeclaredPieceIsAShapeMismatch) {
       }
     }
   )pb";
-  v1::Program proto;
-  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &proto));
-  Diagnostics imported;
-  Program program = ImportProgram(proto, imported);
-  ASSERT_FALSE(imported.HasErrors())
-      << FormatDiagnosticsText(imported, "split");
+  Program program = testing_util::ParseProgramUnvalidated(text);
   Diagnostics diagnostics;
   EXPECT_FALSE(ValidateProgram(program, diagnostics));
   ASSERT_FALSE(diagnostics.items().empty());

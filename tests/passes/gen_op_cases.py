@@ -1,5 +1,5 @@
 """Prints the PyTorch 1.13 result specs (dtype, sizes, strides, offset) that
-tests/unit/shape_rules_test.cc expects for the operators of real networks.
+tests/passes/shape_rules_test.cc expects for the operators of real networks.
 Run with /usr/bin/python3 (torch 1.13); the C++ tests never call Python."""
 import torch
 A = torch.ops.aten

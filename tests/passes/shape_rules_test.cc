@@ -751,7 +751,7 @@ TEST(InferResultSpecsTest, UnimplementedWithoutARuleOrForSymbolicValues) {
 // --- The operators of real networks
 // ----------------------------------------------------------
 //
-// Expected specs are PyTorch 1.13's, printed by tests/unit/gen_op_cases.py
+// Expected specs are PyTorch 1.13's, printed by tests/passes/gen_op_cases.py
 // (the same calls on real tensors); the tests never call Python.
 
 // "f32[1,4,8,8]" with dense strides and offset 0.
