@@ -242,6 +242,13 @@ struct Node {
   TensorSpec* MutableSpec(int32_t element = -1);
 };
 
+// A node that produces program data: a constant node, or an input that is a
+// parameter, buffer or lifted constant (IsProgramData).
+inline bool IsProgramDataNode(const Node& node) {
+  return node.kind == NodeKind::kConstant ||
+         (node.kind == NodeKind::kInput && IsProgramData(node.input_kind));
+}
+
 struct Arena {
   Device device;
   int64_t size = 0;

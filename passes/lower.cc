@@ -28,11 +28,6 @@
 namespace ferry {
 namespace {
 
-bool IsProgramDataNode(const Node& node) {
-  return node.kind == NodeKind::kConstant ||
-         (node.kind == NodeKind::kInput && IsProgramData(node.input_kind));
-}
-
 TensorSpec LayoutOnly(const TensorSpec& spec) {
   TensorSpec out;
   out.dtype = spec.dtype;

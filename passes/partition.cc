@@ -144,11 +144,6 @@ void ReportForeignSchemas(const Method& method, Diagnostics& diagnostics) {
   }
 }
 
-bool IsProgramDataNode(const Node& node) {
-  return node.kind == NodeKind::kConstant ||
-         (node.kind == NodeKind::kInput && IsProgramData(node.input_kind));
-}
-
 // Group ids per node from tags, in order of first appearance.
 struct Groups {
   std::vector<int32_t> of;  // per node

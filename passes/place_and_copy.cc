@@ -68,11 +68,6 @@ std::string DeviceTag(Device d) {
   return d.is_host() ? "cpu" : absl::StrCat("cuda", d.index);
 }
 
-bool IsProgramDataNode(const Node& node) {
-  return node.kind == NodeKind::kConstant ||
-         (node.kind == NodeKind::kInput && IsProgramData(node.input_kind));
-}
-
 // Phase 1: readers of a copy read its source again; copies disappear.
 void StripCopies(Method& method) {
   const int32_t n = static_cast<int32_t>(method.nodes.size());
