@@ -306,9 +306,15 @@ struct CompileSpec {
   std::string value;
 };
 
+// The backends a lowered module's `backend` names: the partitioner emits
+// these ids, the service advertises them, and the capability partitioner
+// claims only what a backend's table declares (runtime/ops/backend_ops.h).
+inline constexpr char kCudaBackendId[] = "FerryCudaBackend";
+inline constexpr char kHostBackendId[] = "FerryHostBackend";
+
 struct LoweredModule {
   std::string id;
-  std::string backend;
+  std::string backend;  // kCudaBackendId, kHostBackendId or a client's own
   std::vector<CompileSpec> compile_specs;
   Method graph;
   std::vector<TensorSpec> input_layouts;

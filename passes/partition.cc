@@ -69,8 +69,7 @@ std::string PartitionBackend(const LowerOptions& options,
                              std::string_view target) {
   if (!options.partition_backend.empty()) return options.partition_backend;
   absl::StatusOr<Device> device = ParseTargetDevice(target);
-  return device.ok() && device->is_host() ? "FerryHostBackend"
-                                          : "FerryCudaBackend";
+  return device.ok() && device->is_host() ? kHostBackendId : kCudaBackendId;
 }
 
 bool IsLowerableCall(const Node& node) {
