@@ -474,11 +474,7 @@ bool MethodInstance::DetectSelfStagingDelegates() const {
       return false;
     if (node.kind == NodeKind::kDelegate) {
       const LoweredModule* module = state_.index.FindModule(node.target);
-      if (!module) continue;
-      std::optional<std::string> text = module->TargetDeviceText();
-      if (!text) continue;
-      absl::StatusOr<Device> device = ParseTargetDevice(*text);
-      if (device.ok() && !device->is_host()) device_delegate = true;
+      if (module && !module->device().is_host()) device_delegate = true;
     }
   }
   return device_delegate;
@@ -1059,12 +1055,11 @@ absl::Status MethodInstance::LoadDelegate(int32_t node) {
   if (!module)
     return NodeError(node,
                      absl::StrCat("module '", n.target, "' does not exist"));
-  Device target = Device::Cpu();
-  if (std::optional<std::string> text = module->TargetDeviceText()) {
-    absl::StatusOr<Device> parsed = ParseTargetDevice(*text);
-    if (!parsed.ok()) return WithContext(parsed.status(), NodePrefix(node));
-    target = *parsed;
-  }
+  // Validation reports an invalid target (E0401); an unvalidated program
+  // that carries one is refused here rather than run on the host.
+  if (!module->target_device.ok())
+    return WithContext(module->target_device.status(), NodePrefix(node));
+  const Device target = *module->target_device;
   const std::string delegate_name =
       absl::StrCat("delegate '", n.name, "' (module '", module->id, "' on ",
                    target.ToString(), ")");

@@ -1081,7 +1081,7 @@ void CompilerService::RunVerify(Call* call, const v1::VerifyRequest& request,
     GivenInput input;
     input.method = value.method();
     input.input = value.input();
-    input.dtype = static_cast<DType>(value.spec().dtype());
+    input.dtype = DTypeFromProto(value.spec().dtype());
     input.sizes.assign(value.spec().sizes().begin(),
                        value.spec().sizes().end());
     input.data = value.data();
