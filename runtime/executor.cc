@@ -735,11 +735,13 @@ KernelArg ParseDefault(const SchemaArgument& param, absl::string_view text) {
 
 absl::StatusOr<KernelArg> MethodInstance::MakeKernelArg(
     int32_t node, const SchemaArgument& param, const Argument* arg) const {
-  KernelArg out;
   if (!arg) {
-    if (!param.default_value) return out;
+    // Built in place: moving an empty KernelArg trips GCC 12's
+    // -Wmaybe-uninitialized inside absl::InlinedVector.
+    if (!param.default_value) return absl::StatusOr<KernelArg>(absl::in_place);
     return ParseDefault(param, *param.default_value);
   }
+  KernelArg out;
   switch (arg->kind) {
     case ArgKind::kValue: {
       const Slot& slot = slots_[arg->value.node];
