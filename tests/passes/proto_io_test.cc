@@ -61,9 +61,10 @@ TEST(ProtoIo, EveryDTypeMapsToTheWireAndBack) {
     const v1::DType proto = DTypeToProto(dtype);
     EXPECT_TRUE(v1::DType_IsValid(proto)) << DTypeName(dtype);
     // The same name on both sides ("f32" is F32).
-    const std::string name = dtype == DType::kInvalid
-                                 ? "DTYPE_UNSPECIFIED"
-                                 : absl::AsciiStrToUpper(DTypeName(dtype));
+    const std::string name =
+        dtype == DType::kInvalid
+            ? "DTYPE_UNSPECIFIED"
+            : absl::AsciiStrToUpper(std::string(DTypeName(dtype)));
     EXPECT_EQ(v1::DType_Name(proto), name);
     EXPECT_EQ(DTypeFromProto(proto), dtype) << DTypeName(dtype);
     wire.insert(proto);
