@@ -68,10 +68,7 @@ std::vector<std::vector<int32_t>> EffectDependencies(
     int32_t last_writer = -1;
     std::vector<int32_t> readers_since_write;
   };
-  absl::flat_hash_map<int64_t, State> state;
-  auto key = [](const ValueId& v) {
-    return (static_cast<int64_t>(v.node) << 24) + (v.element + 1);
-  };
+  absl::flat_hash_map<ValueId, State> state;
   // Only storages that something writes need tracking.
   std::vector<char> written_root(n, 0);
   std::map<ValueId, char> written_element;
@@ -98,14 +95,14 @@ std::vector<std::vector<int32_t>> EffectDependencies(
       if (tracked(root)) read_roots.push_back(root);
     });
     for (const ValueId& root : read_roots) {
-      auto it = state.find(key(root));
+      auto it = state.find(root);
       if (it == state.end()) continue;
       if (it->second.last_writer >= 0) deps[i].push_back(it->second.last_writer);
     }
     std::vector<ValueId> written;
     for (const ValueId& w : roots.WrittenBy(i)) written.push_back(roots.RootOf(w));
     for (const ValueId& root : written) {
-      State& s = state[key(root)];
+      State& s = state[root];
       if (s.last_writer >= 0) deps[i].push_back(s.last_writer);
       for (int32_t r : s.readers_since_write)
         if (r != i) deps[i].push_back(r);
@@ -114,7 +111,7 @@ std::vector<std::vector<int32_t>> EffectDependencies(
     }
     for (const ValueId& root : read_roots) {
       bool writes = std::find(written.begin(), written.end(), root) != written.end();
-      if (!writes) state[key(root)].readers_since_write.push_back(i);
+      if (!writes) state[root].readers_since_write.push_back(i);
     }
     std::sort(deps[i].begin(), deps[i].end());
     deps[i].erase(std::unique(deps[i].begin(), deps[i].end()), deps[i].end());

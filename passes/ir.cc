@@ -273,6 +273,14 @@ std::optional<std::string> LoweredModule::TargetDeviceText() const {
   return std::nullopt;
 }
 
+void LoweredModule::ResolveTargetDevice() {
+  std::optional<std::string> text = TargetDeviceText();
+  if (text)
+    target_device = ParseTargetDevice(*text);
+  else
+    target_device = Device::Cpu();
+}
+
 const Constant* Program::FindConstant(std::string_view name) const {
   for (const Constant& c : constants)
     if (c.name == name) return &c;

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "passes/dtype.h"
 
 namespace ferry {
 
@@ -32,19 +33,7 @@ struct OpSchema;  // schema.h
 // ---------------------------------------------------------------------------
 // Element types and devices.
 
-enum class DType : uint8_t {
-  kInvalid = 0,
-  kF32,
-  kF16,
-  kBF16,
-  kF64,
-  kI8,
-  kU8,
-  kI16,
-  kI32,
-  kI64,
-  kBool,
-};
+// DType: passes/dtype.h.
 
 // Bytes per element; 0 for kInvalid.
 int64_t ElementSize(DType dtype);
@@ -142,12 +131,18 @@ inline bool IsProgramData(InputKind kind) {
 enum class ScalarType : uint8_t { kInvalid = 0, kInt, kFloat, kBool };
 
 // A value: a node's whole result, or one element of a tuple-valued node.
+// The one key for values: ordered (std::map) and hashed (absl containers)
+// as it is; per-value arrays use ValueSlots (graph.h).
 struct ValueId {
   int32_t node = -1;
   int32_t element = -1;  // -1: the whole result
   bool valid() const { return node >= 0; }
   friend bool operator==(const ValueId&, const ValueId&) = default;
   friend auto operator<=>(const ValueId&, const ValueId&) = default;
+  template <typename H>
+  friend H AbslHashValue(H h, const ValueId& v) {
+    return H::combine(std::move(h), v.node, v.element);
+  }
 };
 
 enum class ArgKind : uint8_t {
@@ -239,6 +234,13 @@ struct Node {
   TensorSpec* MutableSpec(int32_t element = -1);
 };
 
+// A node that produces program data: a constant node, or an input that is a
+// parameter, buffer or lifted constant (IsProgramData).
+inline bool IsProgramDataNode(const Node& node) {
+  return node.kind == NodeKind::kConstant ||
+         (node.kind == NodeKind::kInput && IsProgramData(node.input_kind));
+}
+
 struct Arena {
   Device device;
   int64_t size = 0;
@@ -296,16 +298,33 @@ struct CompileSpec {
   std::string value;
 };
 
+// The backends a lowered module's `backend` names: the partitioner emits
+// these ids, the service advertises them, and the capability partitioner
+// claims only what a backend's table declares (runtime/ops/backend_ops.h).
+inline constexpr char kCudaBackendId[] = "FerryCudaBackend";
+inline constexpr char kHostBackendId[] = "FerryHostBackend";
+
 struct LoweredModule {
   std::string id;
-  std::string backend;
+  std::string backend;  // kCudaBackendId, kHostBackendId or a client's own
   std::vector<CompileSpec> compile_specs;
   Method graph;
   std::vector<TensorSpec> input_layouts;
   bool returns_tuple = false;
+  // The first `target_device` compile spec, parsed (ResolveTargetDevice):
+  // the host when there is none, the parse error when it is invalid.
+  // Validation reports that error (E0401), the one place it is reported;
+  // code that runs on validated programs reads device().
+  absl::StatusOr<Device> target_device = Device::Cpu();
 
   // The first `target_device` compile spec's value, or nullopt.
   std::optional<std::string> TargetDeviceText() const;
+  // Parses TargetDeviceText() into target_device. Import calls it once per
+  // module; code that adds or edits compile specs calls it again.
+  void ResolveTargetDevice();
+  // The device the module runs on: target_device, or the host when it is
+  // invalid (validation has reported that).
+  Device device() const { return target_device.value_or(Device::Cpu()); }
 };
 
 struct Program {

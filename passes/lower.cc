@@ -14,24 +14,19 @@
 
 #include <algorithm>
 #include <map>
-#include <queue>
+#include <optional>
 #include <set>
-#include <tuple>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "passes/alias.h"
+#include "passes/graph.h"
 #include "passes/partition.h"
 #include "passes/schema.h"
 
 namespace ferry {
 namespace {
-
-bool IsProgramDataNode(const Node& node) {
-  return node.kind == NodeKind::kConstant ||
-         (node.kind == NodeKind::kInput && IsProgramData(node.input_kind));
-}
 
 TensorSpec LayoutOnly(const TensorSpec& spec) {
   TensorSpec out;
@@ -69,16 +64,14 @@ std::vector<Group> CollectGroups(const Method& method,
     group_of[i] = it->second;
   }
   std::vector<std::set<ValueId>> outputs(groups.size());
-  std::vector<absl::flat_hash_set<int64_t>> seen_inputs(groups.size());
+  std::vector<absl::flat_hash_set<ValueId>> seen_inputs(groups.size());
   for (int32_t i = 0; i < static_cast<int32_t>(method.nodes.size()); ++i) {
     const int32_t own = group_of[i];
     ForEachOperand(method.nodes[i], [&](const ValueId& v) {
       const int32_t from = group_of[v.node];
       if (from != -1 && from != own) outputs[from].insert(v);
       if (own != -1 && from != own) {
-        int64_t key = (static_cast<int64_t>(v.node) << 20) + (v.element + 1);
-        if (seen_inputs[own].insert(key).second)
-          groups[own].inputs.push_back(v);
+        if (seen_inputs[own].insert(v).second) groups[own].inputs.push_back(v);
       }
     });
   }
@@ -108,6 +101,7 @@ LoweredModule BuildModule(const Method& method, const Group& group,
   module.id = std::move(id);
   module.backend = backend;
   module.compile_specs.push_back(CompileSpec{"target_device", target});
+  module.ResolveTargetDevice();
   module.returns_tuple = true;
   Method& graph = module.graph;
   graph.name = module.id;
@@ -279,42 +273,25 @@ absl::StatusOr<PassStats> LowerPartitions(Program& program,
       if (!item.operands_are_items)
         ForEachOperandMutable(item.node, [&](ValueId& v) { v = to_item(v); });
 
-    // Phase 3: stable topological order.
+    // Phase 3: stable topological order (ties: by position, then item).
     const int32_t count = static_cast<int32_t>(items.size());
-    std::vector<int32_t> pending(count, 0);
-    std::vector<std::vector<int32_t>> readers(count);
+    std::vector<std::vector<int32_t>> deps(count);
+    std::vector<int32_t> position(count);
     for (int32_t i = 0; i < count; ++i) {
-      std::vector<int32_t> deps;
+      FERRY_RET_CHECK(items[i].sequence == i);
       ForEachOperand(items[i].node, [&](const ValueId& v) {
-        if (v.node >= 0) deps.push_back(v.node);
+        if (v.node >= 0) deps[i].push_back(v.node);
       });
-      for (int32_t d : item_effects[i]) deps.push_back(d);
-      std::sort(deps.begin(), deps.end());
-      deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
-      pending[i] = static_cast<int32_t>(deps.size());
-      for (int32_t d : deps) readers[d].push_back(i);
+      for (int32_t d : item_effects[i]) deps[i].push_back(d);
+      position[i] = items[i].position;
     }
-    using Key = std::tuple<int32_t, int32_t, int32_t>;
-    std::priority_queue<Key, std::vector<Key>, std::greater<Key>> ready;
-    for (int32_t i = 0; i < count; ++i)
-      if (pending[i] == 0)
-        ready.emplace(items[i].position, items[i].sequence, i);
-    std::vector<int32_t> final_index(count, -1);
+    std::optional<std::vector<int32_t>> order =
+        StableTopologicalOrder(deps, position);
+    FERRY_RET_CHECK(order.has_value());
     std::vector<Node> nodes;
     nodes.reserve(count);
-    while (!ready.empty()) {
-      auto [position, sequence, i] = ready.top();
-      ready.pop();
-      final_index[i] = static_cast<int32_t>(nodes.size());
-      nodes.push_back(std::move(items[i].node));
-      for (int32_t r : readers[i])
-        if (--pending[r] == 0)
-          ready.emplace(items[r].position, items[r].sequence, r);
-    }
-    FERRY_RET_CHECK(static_cast<int32_t>(nodes.size()) == count);
-    for (Node& node : nodes)
-      ForEachOperandMutable(node,
-                            [&](ValueId& v) { v.node = final_index[v.node]; });
+    for (int32_t i : *order) nodes.push_back(std::move(items[i].node));
+    RenumberOperands(nodes, InverseOrder(*order, count));
     method.nodes = std::move(nodes);
   }
   stats.Add("delegates_created", lowered);

@@ -48,6 +48,7 @@
 #include "absl/strings/str_cat.h"
 #include "passes/alias.h"
 #include "passes/diagnostic_codes.h"
+#include "passes/graph.h"
 #include "passes/options.h"
 #include "passes/schema.h"
 
@@ -69,8 +70,7 @@ std::string PartitionBackend(const LowerOptions& options,
                              std::string_view target) {
   if (!options.partition_backend.empty()) return options.partition_backend;
   absl::StatusOr<Device> device = ParseTargetDevice(target);
-  return device.ok() && device->is_host() ? "FerryHostBackend"
-                                          : "FerryCudaBackend";
+  return device.ok() && device->is_host() ? kHostBackendId : kCudaBackendId;
 }
 
 bool IsLowerableCall(const Node& node) {
@@ -142,11 +142,6 @@ void ReportForeignSchemas(const Method& method, Diagnostics& diagnostics) {
                      ", docs/operators.md), or give the custom operator a "
                      "name of its own"));
   }
-}
-
-bool IsProgramDataNode(const Node& node) {
-  return node.kind == NodeKind::kConstant ||
-         (node.kind == NodeKind::kInput && IsProgramData(node.input_kind));
 }
 
 // Group ids per node from tags, in order of first appearance.
@@ -364,7 +359,6 @@ void AdoptGetItems(Method& method) {
 // to one unit (every other node is a unit of its own): a group is convex and
 // can be ordered with the others exactly when its unit is on no cycle of
 // the contracted graph, i.e. alone in its strongly connected component.
-// Tarjan's algorithm, iterative; linear in nodes and edges.
 void CheckConvex(const Method& method, const Groups& groups,
                  Diagnostics& diagnostics) {
   const int32_t n = static_cast<int32_t>(method.nodes.size());
@@ -378,71 +372,24 @@ void CheckConvex(const Method& method, const Groups& groups,
     ForEachOperand(method.nodes[i], [&](const ValueId& v) { fn(v.node); });
     for (int32_t d : effects[i]) fn(d);
   };
-  // Edges dependency -> reader, as compressed rows.
+  // Edges dependency -> reader.
   const int32_t units = g + n;
-  std::vector<int32_t> start(units + 1, 0);
+  std::vector<std::vector<int32_t>> readers(units);
   for (int32_t i = 0; i < n; ++i)
     for_each_dependency(i, [&](int32_t d) {
-      if (unit(d) != unit(i)) ++start[unit(d) + 1];
+      if (unit(d) != unit(i)) readers[unit(d)].push_back(unit(i));
     });
-  for (int32_t u = 0; u < units; ++u) start[u + 1] += start[u];
-  std::vector<int32_t> edges(start[units]);
-  std::vector<int32_t> fill(start.begin(), start.end() - 1);
-  for (int32_t i = 0; i < n; ++i)
-    for_each_dependency(i, [&](int32_t d) {
-      if (unit(d) != unit(i)) edges[fill[unit(d)]++] = unit(i);
-    });
-
-  std::vector<int32_t> index(units, -1), low(units, 0), component(units, -1);
-  std::vector<char> on_stack(units, 0);
-  std::vector<int32_t> stack, call;  // call: units whose edges are walked
-  std::vector<int32_t> next_edge(units, 0);
-  int32_t counter = 0, components = 0;
-  std::vector<int32_t> component_size;
-  for (int32_t root = 0; root < units; ++root) {
-    if (index[root] != -1) continue;
-    call.push_back(root);
-    while (!call.empty()) {
-      const int32_t u = call.back();
-      if (index[u] == -1) {
-        index[u] = low[u] = counter++;
-        next_edge[u] = start[u];
-        stack.push_back(u);
-        on_stack[u] = 1;
-      }
-      if (next_edge[u] < start[u + 1]) {
-        const int32_t w = edges[next_edge[u]++];
-        if (index[w] == -1)
-          call.push_back(w);
-        else if (on_stack[w])
-          low[u] = std::min(low[u], index[w]);
-        continue;
-      }
-      call.pop_back();
-      if (!call.empty()) low[call.back()] = std::min(low[call.back()], low[u]);
-      if (low[u] == index[u]) {
-        int32_t size = 0, w;
-        do {
-          w = stack.back();
-          stack.pop_back();
-          on_stack[w] = 0;
-          component[w] = components;
-          ++size;
-        } while (w != u);
-        component_size.push_back(size);
-        ++components;
-      }
-    }
-  }
+  const Components components = StronglyConnectedComponents(readers);
   // A group on a cycle: name its first member that depends on the cycle.
   std::vector<char> reported(g, 0);
   for (int32_t i = 0; i < n; ++i) {
     const int32_t own = groups.of[i];
-    if (own == kNoGroup || reported[own] || component_size[component[own]] == 1)
+    if (own == kNoGroup || reported[own] ||
+        components.size[components.of[own]] == 1)
       continue;
     bool closes = false;
     for_each_dependency(i, [&](int32_t d) {
-      closes |= unit(d) != own && component[unit(d)] == component[own];
+      closes |= unit(d) != own && components.of[unit(d)] == components.of[own];
     });
     if (!closes) continue;
     reported[own] = 1;

@@ -38,6 +38,7 @@
 #include "absl/strings/str_cat.h"
 #include "passes/alias.h"
 #include "passes/diagnostic_codes.h"
+#include "passes/graph.h"
 #include "passes/schema.h"
 
 namespace ferry {
@@ -55,22 +56,13 @@ Device DelegateDevice(const Program& program, const Node& delegate) {
 
 Device DelegateDevice(const ProgramIndex& index, const Node& delegate) {
   const LoweredModule* module = index.FindModule(delegate.target);
-  if (!module) return Device::Cpu();
-  std::optional<std::string> text = module->TargetDeviceText();
-  if (!text) return Device::Cpu();
-  absl::StatusOr<Device> device = ParseTargetDevice(*text);
-  return device.ok() ? *device : Device::Cpu();
+  return module ? module->device() : Device::Cpu();
 }
 
 namespace {
 
 std::string DeviceTag(Device d) {
   return d.is_host() ? "cpu" : absl::StrCat("cuda", d.index);
-}
-
-bool IsProgramDataNode(const Node& node) {
-  return node.kind == NodeKind::kConstant ||
-         (node.kind == NodeKind::kInput && IsProgramData(node.input_kind));
 }
 
 // Phase 1: readers of a copy read its source again; copies disappear.
@@ -140,15 +132,12 @@ class CoherenceWalk {
  private:
   // --- Homes -----------------------------------------------------------------
 
-  static int64_t Key(ValueId v) {
-    return (static_cast<int64_t>(v.node) << 24) + (v.element + 1);
-  }
   Device Home(ValueId root) const {
-    auto it = home_.find(Key(root));
+    auto it = home_.find(root);
     return it == home_.end() ? Device::Cpu() : it->second;
   }
   int32_t Version(ValueId root) const {
-    auto it = version_.find(Key(root));
+    auto it = version_.find(root);
     return it == version_.end() ? 0 : it->second;
   }
 
@@ -177,9 +166,9 @@ class CoherenceWalk {
       if (node.kind != NodeKind::kDelegate) continue;
       Device d = DelegateDevice(program_, node);
       if (d.is_host()) continue;
-      if (node.result == ResultKind::kTensor) home_[Key(ValueId{i, -1})] = d;
+      if (node.result == ResultKind::kTensor) home_[ValueId{i, -1}] = d;
       for (int32_t e = 0; e < static_cast<int32_t>(node.tuple.size()); ++e)
-        home_[Key(ValueId{i, e})] = d;
+        home_[ValueId{i, e}] = d;
       if (!options_.skip_h2d) continue;
       // skip_h2d: a user input lives on the device of its first
       // device-delegate reader.
@@ -190,14 +179,14 @@ class CoherenceWalk {
         if (input.kind != NodeKind::kInput ||
             input.input_kind != InputKind::kUserInput)
           return;
-        home_.try_emplace(Key(root), d);
+        home_.try_emplace(root, d);
       });
     }
     // The first getitem of each tuple element names its device original.
     for (int32_t i = 0; i < n_; ++i) {
       const Node& node = method_.nodes[i];
       if (node.kind == NodeKind::kGetItem)
-        origin_.try_emplace(Key(roots_.RootOf(ValueId{i, -1})), ValueId{i, -1});
+        origin_.try_emplace(roots_.RootOf(ValueId{i, -1}), ValueId{i, -1});
     }
   }
 
@@ -249,19 +238,19 @@ class CoherenceWalk {
     if (!method_.Spec(v)) return v;  // scalars live nowhere in particular
     ValueId root = roots_.RootOf(v);
     if (Home(root).is_host() || Canonical(v) != root) return v;
-    if (auto it = host_copy_.find(Key(root)); it != host_copy_.end())
+    if (auto it = host_copy_.find(root); it != host_copy_.end())
       return it->second;
     ValueId source = IsDeviceResident(v) ? v : Origin(root);
     ValueId copy = MakeCopy(kD2HCopyOp, source, Device::Cpu(),
                             absl::StrCat(NameOf(source), "_to_cpu"));
     after_[source.node].push_back(copy.node);
-    host_copy_[Key(root)] = copy;
+    host_copy_[root] = copy;
     if (IsDeviceInput(root)) WarnSharedInputCopy(root);
     return copy;
   }
 
   ValueId Origin(ValueId root) const {
-    auto it = origin_.find(Key(root));
+    auto it = origin_.find(root);
     return it == origin_.end() ? root : it->second;
   }
 
@@ -273,7 +262,7 @@ class CoherenceWalk {
     const int32_t version = Version(root);
     if (canonical == root && Home(root) == d && version == 0)
       return IsDeviceResident(v) ? v : Origin(root);
-    const CopyKey key{Key(canonical), version, d};
+    const CopyKey key{canonical, version, d};
     if (auto it = device_copy_.find(key); it != device_copy_.end())
       return it->second;
     const bool program_data = root.element < 0 &&
@@ -303,7 +292,7 @@ class CoherenceWalk {
   bool CheckConstantLayout(ValueId root, int32_t reader) {
     const TensorSpec& spec = *method_.Spec(root);
     if (spec.IsContiguous() || spec.IsChannelsLast()) return true;
-    if (refused_.insert(Key(root)).second) {
+    if (refused_.insert(root).second) {
       const Node& node = method_.nodes[root.node];
       diagnostics_.Error(
           codes::kConstantLayoutRefused,
@@ -321,7 +310,7 @@ class CoherenceWalk {
   }
 
   void WarnConstantCopy(ValueId root, int32_t reader) {
-    if (!warned_.insert(Key(root)).second) return;
+    if (!warned_.insert(root).second) return;
     const Node& node = method_.nodes[root.node];
     const bool error = options_.strict && options_.skip_h2d;
     diagnostics_.Add(
@@ -336,7 +325,7 @@ class CoherenceWalk {
   }
 
   void WarnSharedInputCopy(ValueId root) {
-    if (!warned_.insert(Key(root)).second) return;
+    if (!warned_.insert(root).second) return;
     const Node& node = method_.nodes[root.node];
     diagnostics_.Add(
         options_.strict ? Severity::kError : Severity::kWarning,
@@ -390,7 +379,7 @@ class CoherenceWalk {
           {method_.nodes[root.node].name, method_.nodes[writer].name},
           "do not skip the H2D copy of inputs that are written in place");
     }
-    ++version_[Key(root)];
+    ++version_[root];
   }
 
   ValueId OutputValue(ValueId v, int32_t output) {
@@ -437,10 +426,7 @@ class CoherenceWalk {
       nodes[final_index[i]] = std::move(method_.nodes[i]);
     for (size_t c = 0; c < copies_.size(); ++c)
       nodes[final_index[n_ + c]] = std::move(copies_[c]);
-    for (Node& node : nodes)
-      ForEachOperandMutable(node, [&](ValueId& v) {
-        v.node = final_index[v.node];
-      });
+    RenumberOperands(nodes, final_index);
     method_.nodes = std::move(nodes);
   }
 
@@ -470,12 +456,12 @@ class CoherenceWalk {
   std::vector<std::vector<int32_t>> after_;
   // Views of the node and copy names (both stay in place during the walk).
   absl::flat_hash_set<absl::string_view> names_;
-  absl::flat_hash_map<int64_t, Device> home_;
-  absl::flat_hash_map<int64_t, int32_t> version_;
-  absl::flat_hash_map<int64_t, ValueId> origin_;
-  absl::flat_hash_map<int64_t, ValueId> host_copy_;
+  absl::flat_hash_map<ValueId, Device> home_;
+  absl::flat_hash_map<ValueId, int32_t> version_;
+  absl::flat_hash_map<ValueId, ValueId> origin_;
+  absl::flat_hash_map<ValueId, ValueId> host_copy_;
   struct CopyKey {
-    int64_t value;
+    ValueId value;
     int32_t version;
     Device device;
     friend bool operator==(const CopyKey&, const CopyKey&) = default;
@@ -486,8 +472,8 @@ class CoherenceWalk {
     }
   };
   absl::flat_hash_map<CopyKey, ValueId> device_copy_;
-  absl::flat_hash_set<int64_t> warned_;
-  absl::flat_hash_set<int64_t> refused_;
+  absl::flat_hash_set<ValueId> warned_;
+  absl::flat_hash_set<ValueId> refused_;
 };
 
 // Without device memory planning only delegate results are labelled.

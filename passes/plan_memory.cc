@@ -28,6 +28,7 @@
 #include "absl/strings/str_cat.h"
 #include "passes/alias.h"
 #include "passes/diagnostic_codes.h"
+#include "passes/graph.h"
 #include "passes/schema.h"
 
 namespace ferry {
@@ -44,22 +45,6 @@ struct Block {
   int32_t first = 0;
   int32_t last = 0;
   int64_t offset = -1;
-};
-
-// Dense numbering of the values of a method: slot 0 of a node is its whole
-// result, slot 1 + e its tuple element e.
-class ValueSlots {
- public:
-  explicit ValueSlots(const Method& method) : base_(method.nodes.size() + 1) {
-    for (size_t i = 0; i < method.nodes.size(); ++i)
-      base_[i + 1] =
-          base_[i] + 1 + static_cast<int32_t>(method.nodes[i].tuple.size());
-  }
-  int32_t Of(ValueId v) const { return base_[v.node] + 1 + v.element; }
-  int32_t size() const { return base_.back(); }
-
- private:
-  std::vector<int32_t> base_;
 };
 
 // Phase 1.

@@ -18,15 +18,51 @@
 #include "passes/schema.h"
 
 namespace ferry {
-namespace {
+
+// The one mapping between the wire's dtypes and the IR's. A dtype added to
+// either enum does not build until it is mapped: this switch has no default
+// (-Wswitch, an error here), and the enums must have as many values.
+v1::DType DTypeToProto(DType dtype) {
+  switch (dtype) {
+    case DType::kInvalid:
+      return v1::DTYPE_UNSPECIFIED;
+    case DType::kF32:
+      return v1::F32;
+    case DType::kF16:
+      return v1::F16;
+    case DType::kBF16:
+      return v1::BF16;
+    case DType::kF64:
+      return v1::F64;
+    case DType::kI8:
+      return v1::I8;
+    case DType::kU8:
+      return v1::U8;
+    case DType::kI16:
+      return v1::I16;
+    case DType::kI32:
+      return v1::I32;
+    case DType::kI64:
+      return v1::I64;
+    case DType::kBool:
+      return v1::BOOL;
+  }
+  return v1::DTYPE_UNSPECIFIED;  // not an enumerator: unreachable
+}
+static_assert(static_cast<int>(kLastDType) + 1 == v1::DType_ARRAYSIZE,
+              "ferry::DType and ferry.v1.DType differ in size: map the new "
+              "dtype in DTypeToProto");
 
 DType DTypeFromProto(int value) {
-  if (value >= static_cast<int>(DType::kF32) &&
-      value <= static_cast<int>(DType::kBool))
-    return static_cast<DType>(value);
+  // The inverse of DTypeToProto, so the mapping is written once.
+  for (int d = 0; d <= static_cast<int>(kLastDType); ++d) {
+    if (DTypeToProto(static_cast<DType>(d)) == value)
+      return static_cast<DType>(d);
+  }
   return DType::kInvalid;
 }
-int DTypeToProto(DType dtype) { return static_cast<int>(dtype); }
+
+namespace {
 
 InputKind InputKindFromProto(int value) {
   if (value >= 1 && value <= 5) return static_cast<InputKind>(value);
@@ -95,7 +131,7 @@ class SpecImporter {
 };
 
 void ExportSpec(const TensorSpec& s, v1::TensorSpec* p) {
-  p->set_dtype(static_cast<v1::DType>(DTypeToProto(s.dtype)));
+  p->set_dtype(DTypeToProto(s.dtype));
   for (int64_t v : s.sizes) p->add_sizes(v);
   for (int64_t v : s.strides) p->add_strides(v);
   p->set_storage_offset(s.storage_offset);
@@ -524,7 +560,7 @@ void ExportArgument(const Method& m, const Argument& a, v1::Argument* p) {
       if (a.ints.empty()) p->mutable_ints();
       break;
     case ArgKind::kDType:
-      p->set_dtype(static_cast<v1::DType>(DTypeToProto(a.dtype)));
+      p->set_dtype(DTypeToProto(a.dtype));
       break;
     case ArgKind::kNone:
       p->mutable_none();
@@ -693,6 +729,7 @@ Program ImportProgram(const v1::Program& proto, Diagnostics& diagnostics) {
     m.backend = mod.backend();
     for (const v1::CompileSpec& cs : mod.compile_specs())
       m.compile_specs.push_back(CompileSpec{cs.key(), cs.value()});
+    m.ResolveTargetDevice();
     for (int i = 0; i < mod.input_layouts_size(); ++i)
       m.input_layouts.push_back(
           specs.Import(mod.input_layouts(i),

@@ -14,7 +14,14 @@ namespace ferry {
 namespace v1 {
 class Program;
 class LowerRequest;
+enum DType : int;  // ferry/v1/program.pb.h
 }  // namespace v1
+
+// Between the wire's ferry.v1.DType and the IR's DType, for every program
+// and tensor that crosses the wire. An unknown value (or DTYPE_UNSPECIFIED)
+// is DType::kInvalid, which validation reports.
+DType DTypeFromProto(int value);
+v1::DType DTypeToProto(DType dtype);
 
 // Resolves names to node indices and schemas. Every structural problem
 // (dangling or forward references, duplicate names, unknown enum values, a
@@ -38,8 +45,7 @@ FileFormat ParseFormatName(std::string_view name);
 // InvalidArgument (with the parser's message) for unreadable, truncated,
 // garbage or empty input; NotFound for a missing file.
 absl::Status ReadRequestFile(std::string_view path, FileFormat format,
-                             v1::LowerRequest* request,
-                             bool* was_bare_program);
+                             v1::LowerRequest* request, bool* was_bare_program);
 // Parses bytes already in memory, as ReadRequestFile does.
 absl::Status ParseRequest(std::string_view bytes, FileFormat format,
                           std::string_view what, v1::LowerRequest* request,

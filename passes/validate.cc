@@ -328,13 +328,8 @@ class GraphValidator {
         diagnostics_(diagnostics),
         module_(module),
         roots_(graph) {
-    if (module_ != nullptr) {
-      if (std::optional<std::string> text = module_->TargetDeviceText()) {
-        absl::StatusOr<Device> device = ParseTargetDevice(*text);
-        // An invalid target is reported with the module; read it as the host.
-        if (device.ok()) module_device_ = *device;
-      }
-    }
+    // An invalid target is reported with the module; read it as the host.
+    if (module_ != nullptr) module_device_ = module_->device();
   }
 
   void Run() {
@@ -652,29 +647,29 @@ class GraphValidator {
     if (module == nullptr) return;  // Import reported it.
     std::string called = absl::StrCat("module '", module->id, "'");
 
-    if (std::optional<std::string> text = module->TargetDeviceText()) {
-      absl::StatusOr<Device> device = ParseTargetDevice(*text);
-      if (!device.ok()) {
-        diagnostics_.Error(
-            codes::kBadTargetDevice,
-            absl::StrCat("delegate '", node.name, "' calls ", called,
-                         ", whose target_device '", *text,
-                         "' is invalid: ", device.status().message()),
-            {node.name},
-            "use 'cpu' or 'cuda:N' (N >= 0; the type is case-insensitive)");
-      } else if (module_ != nullptr && !device->is_host() &&
-                 !(*device == module_device_)) {
-        // Compiled code runs on its module's device and can call only code
-        // on the same device (or host code, which runs there too).
-        diagnostics_.Error(
-            codes::kNestedDelegateDevice,
-            absl::StrCat("delegate '", node.name, "' inside module '",
-                         module_->id, "' (on ", module_device_.ToString(),
-                         ") calls ", called, " on ", device->ToString(),
-                         ": a nested delegate must target its parent's "
-                         "device"),
-            {node.name});
-      }
+    if (!module->target_device.ok()) {
+      diagnostics_.Error(
+          codes::kBadTargetDevice,
+          absl::StrCat(
+              "delegate '", node.name, "' calls ", called,
+              ", whose target_device '",
+              module->TargetDeviceText().value_or(""),
+              "' is invalid: ", module->target_device.status().message()),
+          {node.name},
+          "use 'cpu' or 'cuda:N' (N >= 0; the type is case-insensitive)");
+    } else if (const Device device = module->device();
+               module_ != nullptr && !device.is_host() &&
+               !(device == module_device_)) {
+      // Compiled code runs on its module's device and can call only code
+      // on the same device (or host code, which runs there too).
+      diagnostics_.Error(
+          codes::kNestedDelegateDevice,
+          absl::StrCat("delegate '", node.name, "' inside module '",
+                       module_->id, "' (on ", module_device_.ToString(),
+                       ") calls ", called, " on ", device.ToString(),
+                       ": a nested delegate must target its parent's "
+                       "device"),
+          {node.name});
     }
 
     std::vector<int32_t> inputs = UserInputs(module->graph);
@@ -1034,16 +1029,13 @@ void CheckConstants(const Program& program, Diagnostics& diagnostics) {
 void CheckModule(const LoweredModule& module, bool called,
                  Diagnostics& diagnostics) {
   std::string name = absl::StrCat("module '", module.id, "'");
-  if (!called) {
-    if (std::optional<std::string> text = module.TargetDeviceText()) {
-      absl::StatusOr<Device> device = ParseTargetDevice(*text);
-      if (!device.ok()) {
-        diagnostics.Error(codes::kBadTargetDevice,
-                          absl::StrCat(name, " has an invalid target_device '",
-                                       *text, "': ", device.status().message()),
-                          {}, "use 'cpu' or 'cuda:N' (N >= 0)");
-      }
-    }
+  if (!called && !module.target_device.ok()) {
+    diagnostics.Error(
+        codes::kBadTargetDevice,
+        absl::StrCat(name, " has an invalid target_device '",
+                     module.TargetDeviceText().value_or(""),
+                     "': ", module.target_device.status().message()),
+        {}, "use 'cpu' or 'cuda:N' (N >= 0)");
   }
   std::vector<int32_t> inputs = UserInputs(module.graph);
   std::vector<std::string> input_names;

@@ -31,7 +31,7 @@ namespace {
 
 // The generated value of element `index` stored at `p` in dtype `dtype`.
 void StoreGenerated(DType dtype, uint64_t z, std::byte* p) {
-  const int code = static_cast<int>(dtype);
+  const DType code = dtype;
   switch (dtype) {
     case DType::kF32:
       element::StoreDouble(code, p,

@@ -10,13 +10,14 @@
 //    C++ leaves them undefined: NaN becomes 0 and out-of-range values
 //    saturate when a float is stored into an integer dtype; integers wrap.
 //
-// Dtype codes are the values of ferry::DType (passes/ir.h), passed as int so
-// that this header needs nothing from the IR and compiles under nvcc.
+// Dtypes are ferry::DType (passes/dtype.h, a header nvcc compiles).
 #ifndef FERRY_RUNTIME_ELEMENT_H_
 #define FERRY_RUNTIME_ELEMENT_H_
 
 #include <cstdint>
 #include <cstring>
+
+#include "passes/dtype.h"
 
 #if defined(__CUDACC__)
 #define FERRY_HD __host__ __device__ inline
@@ -26,23 +27,9 @@
 
 namespace ferry::element {
 
-// Mirrors ferry::DType.
-enum Code : int {
-  kInvalid = 0,
-  kF32,
-  kF16,
-  kBF16,
-  kF64,
-  kI8,
-  kU8,
-  kI16,
-  kI32,
-  kI64,
-  kBool,
-};
-
-FERRY_HD bool IsFloatCode(int code) {
-  return code == kF32 || code == kF16 || code == kBF16 || code == kF64;
+FERRY_HD bool IsFloat(DType dtype) {
+  return dtype == DType::kF32 || dtype == DType::kF16 ||
+         dtype == DType::kBF16 || dtype == DType::kF64;
 }
 
 FERRY_HD uint32_t FloatBits(float f) {
@@ -117,14 +104,14 @@ FERRY_HD float BFloat16BitsToFloat(uint16_t b) {
   return BitsToFloat(static_cast<uint32_t>(b) << 16);
 }
 
-// Rounds `value` to what storing it in dtype `code` keeps (floats only).
-FERRY_HD double RoundToFloatCode(int code, double value) {
-  switch (code) {
-    case kF32:
+// Rounds `value` to what storing it in `dtype` keeps (floats only).
+FERRY_HD double RoundToFloat(DType dtype, double value) {
+  switch (dtype) {
+    case DType::kF32:
       return static_cast<float>(value);
-    case kF16:
+    case DType::kF16:
       return HalfBitsToFloat(FloatToHalfBits(static_cast<float>(value)));
-    case kBF16:
+    case DType::kBF16:
       return BFloat16BitsToFloat(
           FloatToBFloat16Bits(static_cast<float>(value)));
     default:
@@ -145,27 +132,27 @@ FERRY_HD void StoreRaw(void* p, T v) {
 }
 
 // The element at `p` as a double.
-FERRY_HD double LoadAsDouble(int code, const void* p) {
-  switch (code) {
-    case kF32:
+FERRY_HD double LoadAsDouble(DType dtype, const void* p) {
+  switch (dtype) {
+    case DType::kF32:
       return LoadRaw<float>(p);
-    case kF16:
+    case DType::kF16:
       return HalfBitsToFloat(LoadRaw<uint16_t>(p));
-    case kBF16:
+    case DType::kBF16:
       return BFloat16BitsToFloat(LoadRaw<uint16_t>(p));
-    case kF64:
+    case DType::kF64:
       return LoadRaw<double>(p);
-    case kI8:
+    case DType::kI8:
       return LoadRaw<int8_t>(p);
-    case kU8:
+    case DType::kU8:
       return LoadRaw<uint8_t>(p);
-    case kI16:
+    case DType::kI16:
       return LoadRaw<int16_t>(p);
-    case kI32:
+    case DType::kI32:
       return LoadRaw<int32_t>(p);
-    case kI64:
+    case DType::kI64:
       return static_cast<double>(LoadRaw<int64_t>(p));
-    case kBool:
+    case DType::kBool:
       return LoadRaw<uint8_t>(p) != 0 ? 1.0 : 0.0;
     default:
       return 0;
@@ -181,62 +168,62 @@ FERRY_HD int64_t SaturatingToInt64(double v) {
 }
 
 // The element at `p` as an int64 (floats truncate toward zero).
-FERRY_HD int64_t LoadAsInt64(int code, const void* p) {
-  switch (code) {
-    case kI8:
+FERRY_HD int64_t LoadAsInt64(DType dtype, const void* p) {
+  switch (dtype) {
+    case DType::kI8:
       return LoadRaw<int8_t>(p);
-    case kU8:
+    case DType::kU8:
       return LoadRaw<uint8_t>(p);
-    case kI16:
+    case DType::kI16:
       return LoadRaw<int16_t>(p);
-    case kI32:
+    case DType::kI32:
       return LoadRaw<int32_t>(p);
-    case kI64:
+    case DType::kI64:
       return LoadRaw<int64_t>(p);
-    case kBool:
+    case DType::kBool:
       return LoadRaw<uint8_t>(p) != 0 ? 1 : 0;
     default:
-      return SaturatingToInt64(LoadAsDouble(code, p));
+      return SaturatingToInt64(LoadAsDouble(dtype, p));
   }
 }
 
-FERRY_HD bool LoadAsBool(int code, const void* p) {
-  if (IsFloatCode(code)) return LoadAsDouble(code, p) != 0.0;
-  return LoadAsInt64(code, p) != 0;
+FERRY_HD bool LoadAsBool(DType dtype, const void* p) {
+  if (IsFloat(dtype)) return LoadAsDouble(dtype, p) != 0.0;
+  return LoadAsInt64(dtype, p) != 0;
 }
 
 // Stores an integer (wrapping into narrower integer dtypes, as C++ does for
 // unsigned arithmetic).
-FERRY_HD void StoreInt64(int code, void* p, int64_t v) {
-  switch (code) {
-    case kF32:
+FERRY_HD void StoreInt64(DType dtype, void* p, int64_t v) {
+  switch (dtype) {
+    case DType::kF32:
       StoreRaw<float>(p, static_cast<float>(v));
       return;
-    case kF16:
+    case DType::kF16:
       StoreRaw<uint16_t>(p, FloatToHalfBits(static_cast<float>(v)));
       return;
-    case kBF16:
+    case DType::kBF16:
       StoreRaw<uint16_t>(p, FloatToBFloat16Bits(static_cast<float>(v)));
       return;
-    case kF64:
+    case DType::kF64:
       StoreRaw<double>(p, static_cast<double>(v));
       return;
-    case kI8:
+    case DType::kI8:
       StoreRaw<int8_t>(p, static_cast<int8_t>(static_cast<uint64_t>(v)));
       return;
-    case kU8:
+    case DType::kU8:
       StoreRaw<uint8_t>(p, static_cast<uint8_t>(static_cast<uint64_t>(v)));
       return;
-    case kI16:
+    case DType::kI16:
       StoreRaw<int16_t>(p, static_cast<int16_t>(static_cast<uint64_t>(v)));
       return;
-    case kI32:
+    case DType::kI32:
       StoreRaw<int32_t>(p, static_cast<int32_t>(static_cast<uint64_t>(v)));
       return;
-    case kI64:
+    case DType::kI64:
       StoreRaw<int64_t>(p, v);
       return;
-    case kBool:
+    case DType::kBool:
       StoreRaw<uint8_t>(p, v != 0 ? 1 : 0);
       return;
     default:
@@ -244,25 +231,25 @@ FERRY_HD void StoreInt64(int code, void* p, int64_t v) {
   }
 }
 
-FERRY_HD void StoreDouble(int code, void* p, double v) {
-  switch (code) {
-    case kF32:
+FERRY_HD void StoreDouble(DType dtype, void* p, double v) {
+  switch (dtype) {
+    case DType::kF32:
       StoreRaw<float>(p, static_cast<float>(v));
       return;
-    case kF16:
+    case DType::kF16:
       StoreRaw<uint16_t>(p, FloatToHalfBits(static_cast<float>(v)));
       return;
-    case kBF16:
+    case DType::kBF16:
       StoreRaw<uint16_t>(p, FloatToBFloat16Bits(static_cast<float>(v)));
       return;
-    case kF64:
+    case DType::kF64:
       StoreRaw<double>(p, v);
       return;
-    case kBool:
+    case DType::kBool:
       StoreRaw<uint8_t>(p, v != 0.0 ? 1 : 0);
       return;
     default:
-      StoreInt64(code, p, SaturatingToInt64(v));
+      StoreInt64(dtype, p, SaturatingToInt64(v));
       return;
   }
 }

@@ -474,11 +474,7 @@ bool MethodInstance::DetectSelfStagingDelegates() const {
       return false;
     if (node.kind == NodeKind::kDelegate) {
       const LoweredModule* module = state_.index.FindModule(node.target);
-      if (!module) continue;
-      std::optional<std::string> text = module->TargetDeviceText();
-      if (!text) continue;
-      absl::StatusOr<Device> device = ParseTargetDevice(*text);
-      if (device.ok() && !device->is_host()) device_delegate = true;
+      if (module && !module->device().is_host()) device_delegate = true;
     }
   }
   return device_delegate;
@@ -739,11 +735,13 @@ KernelArg ParseDefault(const SchemaArgument& param, absl::string_view text) {
 
 absl::StatusOr<KernelArg> MethodInstance::MakeKernelArg(
     int32_t node, const SchemaArgument& param, const Argument* arg) const {
-  KernelArg out;
   if (!arg) {
-    if (!param.default_value) return out;
+    // Built in place: moving an empty KernelArg trips GCC 12's
+    // -Wmaybe-uninitialized inside absl::InlinedVector.
+    if (!param.default_value) return absl::StatusOr<KernelArg>(absl::in_place);
     return ParseDefault(param, *param.default_value);
   }
+  KernelArg out;
   switch (arg->kind) {
     case ArgKind::kValue: {
       const Slot& slot = slots_[arg->value.node];
@@ -1059,12 +1057,11 @@ absl::Status MethodInstance::LoadDelegate(int32_t node) {
   if (!module)
     return NodeError(node,
                      absl::StrCat("module '", n.target, "' does not exist"));
-  Device target = Device::Cpu();
-  if (std::optional<std::string> text = module->TargetDeviceText()) {
-    absl::StatusOr<Device> parsed = ParseTargetDevice(*text);
-    if (!parsed.ok()) return WithContext(parsed.status(), NodePrefix(node));
-    target = *parsed;
-  }
+  // Validation reports an invalid target (E0401); an unvalidated program
+  // that carries one is refused here rather than run on the host.
+  if (!module->target_device.ok())
+    return WithContext(module->target_device.status(), NodePrefix(node));
+  const Device target = *module->target_device;
   const std::string delegate_name =
       absl::StrCat("delegate '", n.name, "' (module '", module->id, "' on ",
                    target.ToString(), ")");

@@ -158,7 +158,7 @@ absl::Status Unary(const KernelCall& call, const TensorView& a, FloatFn ff,
                    IntFn fi) {
   const TensorView& out = call.outputs[0];
   if (absl::Status s = CheckBroadcast(call, a, out); !s.ok()) return s;
-  const int oc = Code(out.dtype), ac = Code(a.dtype);
+  const DType oc = out.dtype, ac = a.dtype;
   std::array<DimVector, 2> strides{OwnByteStrides(out),
                                    BroadcastByteStrides(a, out.sizes)};
   if (AnyFloat({&out, &a})) {
@@ -184,7 +184,7 @@ absl::Status Binary(const KernelCall& call, const TensorView& a,
   const TensorView& out = call.outputs[0];
   if (absl::Status s = CheckBroadcast(call, a, out); !s.ok()) return s;
   if (absl::Status s = CheckBroadcast(call, b, out); !s.ok()) return s;
-  const int oc = Code(out.dtype), ac = Code(a.dtype), bc = Code(b.dtype);
+  const DType oc = out.dtype, ac = a.dtype, bc = b.dtype;
   std::array<DimVector, 3> strides{OwnByteStrides(out),
                                    BroadcastByteStrides(a, out.sizes),
                                    BroadcastByteStrides(b, out.sizes)};
@@ -216,7 +216,7 @@ absl::Status Compare(const KernelCall& call, const TensorView& a,
   const TensorView& out = call.outputs[0];
   if (absl::Status s = CheckBroadcast(call, a, out); !s.ok()) return s;
   if (absl::Status s = CheckBroadcast(call, b, out); !s.ok()) return s;
-  const int oc = Code(out.dtype), ac = Code(a.dtype), bc = Code(b.dtype);
+  const DType oc = out.dtype, ac = a.dtype, bc = b.dtype;
   std::array<DimVector, 3> strides{OwnByteStrides(out),
                                    BroadcastByteStrides(a, out.sizes),
                                    BroadcastByteStrides(b, out.sizes)};
@@ -516,8 +516,7 @@ absl::Status WhereKernel(const KernelCall& call) {
   for (const TensorView* t : {&cond, static_cast<const TensorView*>(&a),
                               static_cast<const TensorView*>(&b)})
     if (absl::Status s = CheckBroadcast(call, *t, out); !s.ok()) return s;
-  const int oc = Code(out.dtype), cc = Code(cond.dtype), ac = Code(a.dtype),
-            bc = Code(b.dtype);
+  const DType oc = out.dtype, cc = cond.dtype, ac = a.dtype, bc = b.dtype;
   std::array<DimVector, 4> strides{
       OwnByteStrides(out), BroadcastByteStrides(cond, out.sizes),
       BroadcastByteStrides(a, out.sizes), BroadcastByteStrides(b, out.sizes)};
@@ -929,7 +928,7 @@ absl::Status CopyStridedHost(const TensorView& dst, const TensorView& src) {
     staged = GatherContiguous(src);
     source = ContiguousView(staged.data(), src.dtype, src.sizes);
   }
-  const int dc = host::Code(dst.dtype), sc = host::Code(source.dtype);
+  const DType dc = dst.dtype, sc = source.dtype;
   std::array<DimVector, 2> strides{
       host::OwnByteStrides(dst), host::BroadcastByteStrides(source, dst.sizes)};
   if (dst.dtype == source.dtype) {

@@ -21,8 +21,6 @@
 
 namespace ferry::host {
 
-inline int Code(DType dtype) { return static_cast<int>(dtype); }
-
 // Byte strides of `t` aligned (right to left) to `out_sizes`, with 0 for
 // broadcast dims (missing or of size 1 in `t`).
 DimVector BroadcastByteStrides(const TensorView& t,
@@ -39,9 +37,9 @@ absl::Status CheckBroadcast(const KernelCall& call, const TensorView& t,
 
 // Copies one element between dtypes (through double when either side is
 // floating, else through int64).
-inline void ConvertElement(int dst_code, std::byte* dst, int src_code,
+inline void ConvertElement(DType dst_code, std::byte* dst, DType src_code,
                            const std::byte* src) {
-  if (element::IsFloatCode(dst_code) || element::IsFloatCode(src_code)) {
+  if (element::IsFloat(dst_code) || element::IsFloat(src_code)) {
     element::StoreDouble(dst_code, dst, element::LoadAsDouble(src_code, src));
   } else {
     element::StoreInt64(dst_code, dst, element::LoadAsInt64(src_code, src));

@@ -114,7 +114,7 @@ absl::Status GemmBlas(const TensorView& a, const TensorView& b,
 void GemmLoops(const TensorView& a, const TensorView& b, const TensorView& c,
                double alpha, double beta) {
   const int64_t M = a.sizes[0], K = a.sizes[1], N = b.sizes[1];
-  const int ac = Code(a.dtype), bc = Code(b.dtype), cc = Code(c.dtype);
+  const DType ac = a.dtype, bc = b.dtype, cc = c.dtype;
   const int64_t ae = a.element_size(), be = b.element_size(),
                 ce = c.element_size();
   const bool as_float = IsFloatingPoint(a.dtype) || IsFloatingPoint(b.dtype) ||
@@ -353,7 +353,7 @@ absl::Status ConvolutionKernel(const KernelCall& call) {
   if (C != CG * groups || F % groups != 0 || out.sizes[0] != N ||
       out.sizes[1] != F)
     return KernelError(call, "channel counts do not fit the groups");
-  const int ic = Code(in.dtype), wc = Code(weight.dtype), oc = Code(out.dtype);
+  const DType ic = in.dtype, wc = weight.dtype, oc = out.dtype;
   const int64_t ie = in.element_size(), we = weight.element_size(),
                 oe = out.element_size();
   const int64_t filters_per_group = F / groups;
@@ -364,7 +364,7 @@ absl::Status ConvolutionKernel(const KernelCall& call) {
       if (bias.is_tensor()) {
         const TensorView& bt = bias.tensor;
         b = element::LoadAsDouble(
-            Code(bt.dtype), bt.bytes() + f * bt.strides[0] * bt.element_size());
+            bt.dtype, bt.bytes() + f * bt.strides[0] * bt.element_size());
       }
       for (int64_t oh = 0; oh < OH; ++oh) {
         if (StopTick(OW * CG * KH * KW)) return absl::OkStatus();

@@ -117,7 +117,7 @@ absl::Status ReduceKernel(const KernelCall& call, const KernelArg* dims,
   const TensorView& out = call.outputs[0];
   absl::StatusOr<ReductionPlan> plan = PlanReduction(call, in, dims, out);
   if (!plan.ok()) return plan.status();
-  const int ic = Code(in.dtype), oc = Code(out.dtype);
+  const DType ic = in.dtype, oc = out.dtype;
   const bool as_float = IsFloatingPoint(in.dtype) || IsFloatingPoint(out.dtype);
   if ((kind == Reduce::kMax || kind == Reduce::kMin) && plan->count == 0 &&
       out.numel() > 0) {
@@ -242,7 +242,7 @@ absl::Status SoftmaxLike(const KernelCall& call, bool log) {
   const TensorView& in = call.args[0].tensor;
   const TensorView& out = call.outputs[0];
   if (!IsFloatingPoint(out.dtype)) return UnsupportedDType(call, out.dtype);
-  const int ic = Code(in.dtype), oc = Code(out.dtype);
+  const DType ic = in.dtype, oc = out.dtype;
   const int64_t dim = call.args[1].AsInt();
   return ForEachRow(
       call, in, out, dim,
@@ -316,7 +316,7 @@ absl::Status NativeLayerNormKernel(const KernelCall& call) {
   }
   TensorView w = weight.is_tensor() ? weight.tensor : TensorView{};
   TensorView b = bias.is_tensor() ? bias.tensor : TensorView{};
-  const int ic = Code(in.dtype), oc = Code(out.dtype);
+  const DType ic = in.dtype, oc = out.dtype;
   const double n = static_cast<double>(in_inner.numel());
   const DimVector in_inner_strides = OwnByteStrides(in_inner);
   const DimVector out_inner_strides = OwnByteStrides(out_inner);
@@ -351,12 +351,12 @@ absl::Status NativeLayerNormKernel(const KernelCall& call) {
             {in_inner_strides, out_inner_strides, w_strides, b_strides},
             [&](const std::array<std::byte*, 4>& q) {
               double y = (element::LoadAsDouble(ic, q[0]) - mean) * rstd;
-              if (w.data) y *= element::LoadAsDouble(Code(w.dtype), q[2]);
-              if (b.data) y += element::LoadAsDouble(Code(b.dtype), q[3]);
+              if (w.data) y *= element::LoadAsDouble(w.dtype, q[2]);
+              if (b.data) y += element::LoadAsDouble(b.dtype, q[3]);
               element::StoreDouble(oc, q[1], y);
             });
-        element::StoreDouble(Code(stats[0].dtype), p[2], mean);
-        element::StoreDouble(Code(stats[1].dtype), p[3], rstd);
+        element::StoreDouble(stats[0].dtype, p[2], mean);
+        element::StoreDouble(stats[1].dtype, p[3], rstd);
       });
   return absl::OkStatus();
 }
@@ -382,17 +382,16 @@ absl::Status BatchNorm(const KernelCall& call, const TensorView& in,
   if (!training && (!running_mean.is_tensor() || !running_var.is_tensor()))
     return KernelError(call,
                        "evaluation mode needs running_mean and running_var");
-  const int ic = Code(in.dtype), oc = Code(out.dtype);
+  const DType ic = in.dtype, oc = out.dtype;
   auto channel_value = [](const KernelArg& a, int64_t c) {
     const TensorView& t = a.tensor;
     const int64_t stride = t.dim() > 0 ? t.strides[t.dim() - 1] : 0;
-    return element::LoadAsDouble(Code(t.dtype),
+    return element::LoadAsDouble(t.dtype,
                                  t.bytes() + c * stride * t.element_size());
   };
   auto store_channel = [](const TensorView& t, int64_t c, double v) {
     const int64_t stride = t.dim() > 0 ? t.strides[t.dim() - 1] : 0;
-    element::StoreDouble(Code(t.dtype),
-                         t.bytes() + c * stride * t.element_size(), v);
+    element::StoreDouble(t.dtype, t.bytes() + c * stride * t.element_size(), v);
   };
   for (int64_t c = 0; c < channels; ++c) {
     TensorView in_c = in, out_c = out;
@@ -542,7 +541,7 @@ absl::Status MaxPool2dWithIndicesKernel(const KernelCall& call) {
   const int64_t H = in.sizes[d - 2], W = in.sizes[d - 1];
   const int64_t OH = out.sizes[d - 2], OW = out.sizes[d - 1];
   const int64_t es = in.element_size();
-  const int ic = Code(in.dtype), oc = Code(out.dtype), xc = Code(indices.dtype);
+  const DType ic = in.dtype, oc = out.dtype, xc = indices.dtype;
   ForEachPlane<3>(
       {&in, &out, &indices}, [&](const std::array<std::byte*, 3>& b) {
         for (int64_t oh = 0; oh < OH; ++oh) {
@@ -600,7 +599,7 @@ absl::Status AvgPool2dKernel(const KernelCall& call) {
   const int64_t d = in.dim();
   const int64_t H = in.sizes[d - 2], W = in.sizes[d - 1];
   const int64_t OH = out.sizes[d - 2], OW = out.sizes[d - 1];
-  const int ic = Code(in.dtype), oc = Code(out.dtype);
+  const DType ic = in.dtype, oc = out.dtype;
   ForEachPlane<2>({&in, &out}, [&](const std::array<std::byte*, 2>& b) {
     for (int64_t oh = 0; oh < OH; ++oh) {
       if (StopTick(OW * p->kh * p->kw)) return;

@@ -240,7 +240,7 @@ absl::Status GatherRows(const KernelCall& call, const TensorView& source,
     return KernelError(call, "indices must be an integer tensor");
   std::vector<std::byte> dense_index = GatherContiguous(index);
   const int64_t count = index.numel();
-  const int ic = Code(index.dtype);
+  const DType ic = index.dtype;
   const int64_t limit = source.sizes[dim];
   for (int64_t k = 0; k < count; ++k) {
     if (StopTick()) return absl::OkStatus();  // the executor discards it

@@ -77,11 +77,8 @@ int MaxCudaIndex(const Program& program) {
   };
   for (const Method& method : program.methods) scan_method(method);
   for (const LoweredModule& module : program.modules) {
-    if (std::optional<std::string> text = module.TargetDeviceText()) {
-      absl::StatusOr<Device> device = ParseTargetDevice(*text);
-      if (device.ok() && !device->is_host())
-        max_index = std::max(max_index, device->index);
-    }
+    if (!module.device().is_host())
+      max_index = std::max(max_index, module.device().index);
   }
   return max_index;
 }
@@ -116,8 +113,8 @@ OutputComparison Compare(const std::string& method, int index,
   const Tolerance tolerance = ToleranceFor(expected.dtype, device);
   c.atol = tolerance.atol;
   c.rtol = tolerance.rtol;
-  const int ec = static_cast<int>(expected.dtype);
-  const int ac = static_cast<int>(actual.dtype);
+  const DType ec = expected.dtype;
+  const DType ac = actual.dtype;
   const int64_t n = expected.numel();
   const int64_t ee = ElementSize(expected.dtype),
                 ae = ElementSize(actual.dtype);

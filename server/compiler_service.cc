@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "ferry/digest.h"
 #include "ferry/v1/program.pb.h"
+#include "passes/ir.h"
 #include "passes/pipeline.h"
 #include "passes/proto_io.h"
 #include "runtime/ops/backend_ops.h"
@@ -1054,7 +1055,7 @@ void CompilerService::RunVerify(Call* call, const v1::VerifyRequest& request,
     GivenInput input;
     input.method = value.method();
     input.input = value.input();
-    input.dtype = static_cast<DType>(value.spec().dtype());
+    input.dtype = DTypeFromProto(value.spec().dtype());
     input.sizes.assign(value.spec().sizes().begin(),
                        value.spec().sizes().end());
     input.data = value.data();
@@ -1157,14 +1158,14 @@ v1::GetCapabilitiesResponse CompilerService::Capabilities() const {
     caps.add_partitioners(partitioners->value(i)->name());
   }
   v1::BackendInfo* cuda_backend = caps.add_backends();
-  cuda_backend->set_id("FerryCudaBackend");
+  cuda_backend->set_id(kCudaBackendId);
   cuda_backend->add_device_types("cuda");
   for (const std::string& op : CudaBackendOperators())
     cuda_backend->add_operators(op);
   for (const std::string& op : CudaHostOnlyOperators())
     cuda_backend->add_host_only_operators(op);
   v1::BackendInfo* host_backend = caps.add_backends();
-  host_backend->set_id("FerryHostBackend");
+  host_backend->set_id(kHostBackendId);
   host_backend->add_device_types("cpu");
   for (const std::string& device : options_.visible_devices) {
     caps.add_devices(device);

@@ -125,7 +125,7 @@ int RunVerify(const Args& args) {
       GivenInput input;
       input.method = value.method();
       input.input = value.input();
-      input.dtype = static_cast<DType>(value.spec().dtype());
+      input.dtype = DTypeFromProto(value.spec().dtype());
       input.sizes.assign(value.spec().sizes().begin(),
                          value.spec().sizes().end());
       input.data = value.data();
@@ -189,7 +189,7 @@ int RunVerify(const Args& args) {
       v1::InputValue* value = dumped.add_values();
       value->set_method(out.method);
       value->set_input(out.input);
-      value->mutable_spec()->set_dtype(static_cast<v1::DType>(out.dtype));
+      value->mutable_spec()->set_dtype(DTypeToProto(out.dtype));
       for (int64_t s : out.sizes) value->mutable_spec()->add_sizes(s);
       value->set_data(out.data);
     }

@@ -89,7 +89,7 @@ Shape ShapeOf(std::span<const int64_t> sizes) {
 Operand Aligned(const TensorView& t, const Shape& shape) {
   Operand op;
   op.data = t.data;
-  op.dtype = static_cast<int>(t.dtype);
+  op.dtype = t.dtype;
   for (int64_t d = 0; d < t.dim(); ++d) {
     const int64_t od = shape.ndim - t.dim() + d;
     if (od >= 0 && t.sizes[d] != 1) op.strides[od] = t.strides[d];
@@ -100,9 +100,9 @@ Operand Aligned(const TensorView& t, const Shape& shape) {
 Operand ScalarOperand(const KernelArg& arg) {
   Operand op;
   op.is_scalar = true;
-  op.dtype = arg.kind == KernelArg::Kind::kFloat  ? element::kF64
-             : arg.kind == KernelArg::Kind::kBool ? element::kBool
-                                                  : element::kI64;
+  op.dtype = arg.kind == KernelArg::Kind::kFloat  ? DType::kF64
+             : arg.kind == KernelArg::Kind::kBool ? DType::kBool
+                                                  : DType::kI64;
   op.scalar_float = arg.AsDouble();
   op.scalar_int = arg.AsInt();
   return op;
@@ -113,7 +113,7 @@ Operand OperandOf(const KernelArg& arg, const Shape& shape) {
   return arg.is_tensor() ? Aligned(arg.tensor, shape) : ScalarOperand(arg);
 }
 
-bool IsFloat(const Operand& op) { return element::IsFloatCode(op.dtype); }
+bool IsFloat(const Operand& op) { return element::IsFloat(op.dtype); }
 
 // --- Operator tables
 // -------------------------------------------------------------
@@ -293,7 +293,7 @@ class CudaDeviceMemory final : public DeviceMemory {
     return Elementwise(ElementwiseOp::kCopy, dst,
                        Aligned(src, ShapeOf(dst.sizes)), {}, {}, 0, 0, 0,
                        IsFloat(Aligned(src, ShapeOf(dst.sizes))) ||
-                           element::IsFloatCode(static_cast<int>(dst.dtype)));
+                           element::IsFloat(dst.dtype));
   }
 
   absl::Status RunKernel(const KernelCall& call) override;
@@ -541,7 +541,7 @@ absl::Status CudaDeviceMemory::RunElementwise(const KernelCall& call) {
   if (op.ends_with(".default")) op.remove_suffix(8);
   const TensorView& out = call.outputs[0];
   const Shape shape = ShapeOf(out.sizes);
-  const bool out_float = element::IsFloatCode(static_cast<int>(out.dtype));
+  const bool out_float = element::IsFloat(out.dtype);
   auto check_broadcast = [&](const KernelArg& arg) -> absl::Status {
     if (!arg.is_tensor() || host::BroadcastsTo(arg.tensor, out.sizes))
       return absl::OkStatus();
@@ -965,7 +965,7 @@ Operand ChannelOperand(const KernelArg& arg) {
   Operand op;
   if (!arg.is_tensor()) return op;
   op.data = arg.tensor.data;
-  op.dtype = static_cast<int>(arg.tensor.dtype);
+  op.dtype = arg.tensor.dtype;
   op.strides[1] =
       arg.tensor.dim() > 0 ? arg.tensor.strides[arg.tensor.dim() - 1] : 0;
   return op;
@@ -1139,7 +1139,7 @@ absl::Status CudaDeviceMemory::RunBatchNorm(const KernelCall& call) {
         channels > 0) {
       const TensorView& t = call.outputs[i];
       op.data = t.data;
-      op.dtype = static_cast<int>(t.dtype);
+      op.dtype = t.dtype;
       op.strides[1] = t.dim() > 0 ? t.strides[t.dim() - 1] : 0;
     }
     return op;
@@ -1225,7 +1225,7 @@ absl::Status CudaDeviceMemory::RunEmbedding(const KernelCall& call) {
   Operand w = Aligned(weight, ShapeOf(weight.sizes));
   Operand o;
   o.data = dense_out->data;
-  o.dtype = static_cast<int>(out.dtype);
+  o.dtype = out.dtype;
   if (cudaError_t e = LaunchEmbedding(
           w, weight.sizes[0], width, static_cast<const int64_t*>(index->data),
           rows, o, static_cast<int*>(bad->data), stream_);
@@ -1251,7 +1251,7 @@ absl::Status CudaDeviceMemory::RunFill(const KernelCall& call, double value) {
   const TensorView& out = call.outputs[0];
   Operand v;
   v.is_scalar = true;
-  v.dtype = element::kF64;
+  v.dtype = DType::kF64;
   v.scalar_float = value;
   v.scalar_int = static_cast<int64_t>(value);
   return Elementwise(ElementwiseOp::kCopy, out, v, {}, {}, 0, 0, 0,

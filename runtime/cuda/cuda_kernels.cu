@@ -26,10 +26,10 @@ __device__ int64_t Offset(const Shape& shape, const int64_t* strides,
 }
 
 __device__ char* Address(const Operand& op, int64_t offset) {
-  const int es = op.dtype == element::kF64 || op.dtype == element::kI64   ? 8
-                 : op.dtype == element::kF32 || op.dtype == element::kI32 ? 4
-                 : op.dtype == element::kF16 || op.dtype == element::kBF16 ||
-                         op.dtype == element::kI16
+  const int es = op.dtype == DType::kF64 || op.dtype == DType::kI64   ? 8
+                 : op.dtype == DType::kF32 || op.dtype == DType::kI32 ? 4
+                 : op.dtype == DType::kF16 || op.dtype == DType::kBF16 ||
+                         op.dtype == DType::kI16
                      ? 2
                      : 1;
   return static_cast<char*>(op.data) + offset * es;

@@ -14,6 +14,8 @@
 
 #include <cstdint>
 
+#include "passes/dtype.h"
+
 namespace ferry::cuda {
 
 inline constexpr int kMaxDims = 8;
@@ -26,7 +28,7 @@ struct Shape {
 
 struct Operand {
   void* data = nullptr;
-  int dtype = 0;                   // runtime/element.h codes
+  DType dtype = DType::kInvalid;
   int64_t strides[kMaxDims] = {};  // elements, aligned to the Shape
   // A Scalar argument: no data, this value everywhere.
   bool is_scalar = false;

@@ -11,12 +11,10 @@
 namespace ferry::cuda {
 namespace {
 
-
-__device__ int ElementBytes(int dtype) {
-  return dtype == element::kF64 || dtype == element::kI64   ? 8
-         : dtype == element::kF32 || dtype == element::kI32 ? 4
-         : dtype == element::kF16 || dtype == element::kBF16 ||
-                 dtype == element::kI16
+__device__ int ElementBytes(DType dtype) {
+  return dtype == DType::kF64 || dtype == DType::kI64   ? 8
+         : dtype == DType::kF32 || dtype == DType::kI32 ? 4
+         : dtype == DType::kF16 || dtype == DType::kBF16 || dtype == DType::kI16
              ? 2
              : 1;
 }

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 
+#include "passes/ir.h"
+
 namespace ferry {
 namespace {
 
@@ -186,7 +188,7 @@ std::vector<std::string> CudaHostOnlyOperators() {
 
 BackendOperators DeclaredBackendOperators() {
   BackendOperators declared;
-  declared.by_backend.emplace_back("FerryCudaBackend", CudaBackendOperators());
+  declared.by_backend.emplace_back(kCudaBackendId, CudaBackendOperators());
   return declared;
 }
 

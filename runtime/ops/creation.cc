@@ -17,7 +17,7 @@ namespace ferry::host {
 namespace {
 
 void Fill(const TensorView& out, double value) {
-  const int code = Code(out.dtype);
+  const DType code = out.dtype;
   alignas(8) std::byte bytes[8] = {};
   element::StoreDouble(code, bytes, value);
   const int64_t es = out.element_size();
@@ -62,9 +62,9 @@ absl::Status ArangeKernel(const KernelCall& call) {
     return KernelError(call,
                        absl::StrCat("the result has ", out.sizes[0],
                                     " elements; arange gives ", expected));
-  const int code = Code(out.dtype);
+  const DType code = out.dtype;
   const int64_t stride = out.strides[0] * out.element_size();
-  if (element::IsFloatCode(code)) {
+  if (element::IsFloat(code)) {
     for (int64_t i = 0; i < out.sizes[0]; ++i)
       element::StoreDouble(code, out.bytes() + i * stride,
                            s + d * static_cast<double>(i));
@@ -87,7 +87,7 @@ absl::Status TriuKernel(const KernelCall& call) {
                                ? call.args[1].AsInt()
                                : 0;
   const int64_t rows = in.sizes[in.dim() - 2], cols = in.sizes[in.dim() - 1];
-  const int ic = Code(in.dtype), oc = Code(out.dtype);
+  const DType ic = in.dtype, oc = out.dtype;
   const int64_t es = out.element_size();
   int64_t index = 0;
   StridedLoop<2>(out.sizes, {out.bytes(), in.bytes()},
@@ -123,7 +123,7 @@ absl::Status MaskedFillKernel(const KernelCall& call) {
     return KernelError(call, "value must be a 0-dim tensor");
   ScalarSlot slot;
   const TensorView value = TensorOrScalar(call, 2, slot);
-  const int vc = Code(value.dtype), sc = Code(self.dtype), oc = Code(out.dtype);
+  const DType vc = value.dtype, sc = self.dtype, oc = out.dtype;
   alignas(8) std::byte fill[8] = {};
   ConvertElement(oc, fill, vc, value.bytes());
   const int64_t es = out.element_size();

@@ -101,7 +101,7 @@ absl::Status Attention(const KernelCall& call) {
       const int64_t d = m.dim();
       offset = t * m.strides[d - 2] + s * m.strides[d - 1];
     }
-    return element::LoadAsDouble(Code(m.dtype),
+    return element::LoadAsDouble(m.dtype,
                                  m.bytes() + offset * m.element_size()) != 0;
   };
   for (int64_t bi = 0; bi < B; ++bi) {

@@ -54,7 +54,7 @@ const T* DenseAs(const TensorView& t, std::vector<T>& storage) {
     return static_cast<const T*>(t.data);
   storage.resize(t.numel());
   T* dst = storage.data();
-  const int code = Code(t.dtype);
+  const DType code = t.dtype;
   StridedLoop<1>(t.sizes, {t.bytes()}, {OwnByteStrides(t)},
                  [&](const std::array<std::byte*, 1>& p) {
                    *dst++ = static_cast<T>(element::LoadAsDouble(code, p[0]));
@@ -65,7 +65,7 @@ const T* DenseAs(const TensorView& t, std::vector<T>& storage) {
 // Stores dense row-major T values into the strided `out`, converting.
 template <typename T>
 void StoreDense(const T* src, const TensorView& out) {
-  const int code = Code(out.dtype);
+  const DType code = out.dtype;
   StridedLoop<1>(out.sizes, {out.bytes()}, {OwnByteStrides(out)},
                  [&](const std::array<std::byte*, 1>& p) {
                    element::StoreDouble(code, p[0],

@@ -22,14 +22,13 @@ double ChannelValue(const KernelArg& a, int64_t c, double fallback) {
   if (!a.is_tensor()) return fallback;
   const TensorView& t = a.tensor;
   const int64_t stride = t.dim() > 0 ? t.strides[t.dim() - 1] : 0;
-  return element::LoadAsDouble(Code(t.dtype),
+  return element::LoadAsDouble(t.dtype,
                                t.bytes() + c * stride * t.element_size());
 }
 
 void StoreChannel(const TensorView& t, int64_t c, double v) {
   const int64_t stride = t.dim() > 0 ? t.strides[t.dim() - 1] : 0;
-  element::StoreDouble(Code(t.dtype), t.bytes() + c * stride * t.element_size(),
-                       v);
+  element::StoreDouble(t.dtype, t.bytes() + c * stride * t.element_size(), v);
 }
 
 template <typename T>

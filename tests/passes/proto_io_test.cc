@@ -3,7 +3,10 @@
 
 #include <filesystem>
 #include <random>
+#include <set>
+#include <sstream>
 
+#include "absl/strings/ascii.h"
 #include "ferry/file.h"
 #include "ferry/v1/program.pb.h"
 #include "gtest/gtest.h"
@@ -43,6 +46,28 @@ TEST(ProtoIo, EveryExampleAndTestProgramRoundTripsByteIdentically) {
     ExportProgram(program, &exported);
     EXPECT_EQ(ToText(exported), ToText(request.program())) << file;
   }
+}
+
+TEST(ProtoIo, EveryDTypeMapsToTheWireAndBack) {
+  // Each IR dtype has a wire value of its own that reads back as it.
+  std::set<int> wire;
+  for (int d = 0; d <= static_cast<int>(kLastDType); ++d) {
+    const DType dtype = static_cast<DType>(d);
+    const v1::DType proto = DTypeToProto(dtype);
+    EXPECT_TRUE(v1::DType_IsValid(proto)) << DTypeName(dtype);
+    // The same name on both sides ("f32" is F32).
+    const std::string name =
+        dtype == DType::kInvalid
+            ? "DTYPE_UNSPECIFIED"
+            : absl::AsciiStrToUpper(std::string(DTypeName(dtype)));
+    EXPECT_EQ(v1::DType_Name(proto), name);
+    EXPECT_EQ(DTypeFromProto(proto), dtype) << DTypeName(dtype);
+    wire.insert(proto);
+  }
+  EXPECT_EQ(static_cast<int>(wire.size()), v1::DType_ARRAYSIZE);
+  // Values the wire does not define are invalid.
+  EXPECT_EQ(DTypeFromProto(-1), DType::kInvalid);
+  EXPECT_EQ(DTypeFromProto(v1::DType_ARRAYSIZE), DType::kInvalid);
 }
 
 TEST(ProtoIo, BinaryAndJsonReadBackTheSameRequest) {

@@ -1273,6 +1273,7 @@ TEST(ValidateTest, FuzzedProgramsNeverCrash) {
         default:
           program.modules[0].compile_specs[0].value =
               random() % 2 ? "cuda:-3" : "CUDA:7";
+          program.modules[0].ResolveTargetDevice();
           if (spec) spec->SetDevice(Device::Cuda(int32_t(pick(pool) % 5)));
           break;
       }

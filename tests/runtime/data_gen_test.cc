@@ -29,8 +29,8 @@ TEST(DataGenTest, ValuesStayInTheirRangeAndAreExact) {
     GenerateTensorData(spec, 5, bytes.data());
     std::set<double> distinct;
     for (int i = 0; i < 256; ++i) {
-      double v = element::LoadAsDouble(static_cast<int>(dtype),
-                                       bytes.data() + i * ElementSize(dtype));
+      double v =
+          element::LoadAsDouble(dtype, bytes.data() + i * ElementSize(dtype));
       distinct.insert(v);
       if (IsFloatingPoint(dtype)) {
         EXPECT_GE(v, -1) << DTypeName(dtype);

@@ -37,8 +37,8 @@ void Fill(OwnedTensor& t, const std::vector<double>& values) {
   for (int64_t i = 0; i < n && i < static_cast<int64_t>(values.size()); ++i) {
     int64_t offset = 0;
     for (int64_t d = 0; d < v.dim(); ++d) offset += index[d] * v.strides[d];
-    element::StoreDouble(static_cast<int>(v.dtype),
-                         v.bytes() + offset * v.element_size(), values[i]);
+    element::StoreDouble(v.dtype, v.bytes() + offset * v.element_size(),
+                         values[i]);
     for (int64_t d = v.dim() - 1; d >= 0; --d) {
       if (++index[d] < v.sizes[d]) break;
       index[d] = 0;
@@ -81,8 +81,7 @@ std::vector<double> Values(const TensorView& view) {
   std::vector<double> values;
   const int64_t es = view.element_size();
   for (int64_t i = 0; i < view.numel(); ++i)
-    values.push_back(element::LoadAsDouble(static_cast<int>(view.dtype),
-                                           dense.data() + i * es));
+    values.push_back(element::LoadAsDouble(view.dtype, dense.data() + i * es));
   return values;
 }
 
@@ -94,8 +93,8 @@ std::vector<double> Rounded(DType dtype, const std::vector<double>& values) {
   std::vector<double> rounded;
   for (double v : values) {
     std::byte bytes[8];
-    element::StoreDouble(static_cast<int>(dtype), bytes, v);
-    rounded.push_back(element::LoadAsDouble(static_cast<int>(dtype), bytes));
+    element::StoreDouble(dtype, bytes, v);
+    rounded.push_back(element::LoadAsDouble(dtype, bytes));
   }
   return rounded;
 }
