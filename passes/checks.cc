@@ -31,7 +31,8 @@ bool IsProgramDataNode(const Node& node) {
 class Violation {
  public:
   Violation(std::string_view pass, const Method& method)
-      : prefix_(absl::StrCat(std::string(pass), ": method '", method.name, "': ")) {}
+      : prefix_(absl::StrCat(std::string(pass), ": method '", method.name,
+                             "': ")) {}
   template <typename... Parts>
   absl::Status operator()(const Parts&... parts) const {
     return absl::InternalError(absl::StrCat(prefix_, parts...));
@@ -316,7 +317,8 @@ absl::Status CheckPartitioned(const Program& program,
                              tag, "' but '", method.nodes[use.reader].name,
                              "' outside the partition reads it");
       } else {
-        return violation("'", node.name, "' (", std::string(NodeKindName(node.kind)),
+        return violation("'", node.name, "' (",
+                         std::string(NodeKindName(node.kind)),
                          ") carries tag '", tag, "'");
       }
     }
