@@ -289,7 +289,7 @@ class ReplaceGroups {
         getitem.node.getitem_source = delegate_index;  // offset below
         getitem.node.getitem_index = static_cast<int32_t>(k);
         getitem.node.result = ResultKind::kTensor;
-        getitem.node.tensor = LayoutOnly(*method_.Spec(v));
+        getitem.node.tensor = group_items[delegate_index].node.tuple[k];
         getitem.node.source = method_.nodes[v.node].source;
         getitem.position = group.last_member;
         getitem_of[v] =

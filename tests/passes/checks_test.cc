@@ -4,11 +4,14 @@
 // tautologies.
 #include "passes/checks.h"
 
+#include "ferry/v1/program.pb.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 #include "passes/lower.h"
 #include "passes/normalize_layout.h"
 #include "passes/partition.h"
+#include "passes/pipeline.h"
 #include "passes/place_and_copy.h"
 #include "passes/plan_memory.h"
 #include "tests/passes/test_programs.h"
@@ -210,6 +213,25 @@ TEST(CheckPlanned, CatchesAnUnplannedResult) {
   NodeNamed(p.program, "s").tensor.memory = MemoryPlacement{};
   EXPECT_THAT(CheckPlanned(p.program, p.options).message(),
               HasSubstr("'s' is not planned but should be"));
+}
+
+TEST(AfterPass, RunsAfterEachPassAndItsErrorStopsThePipeline) {
+  v1::LowerRequest request;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      "program { " + TwoDelegates() + " } options { " + kTwoDevices + " }",
+      &request));
+  std::vector<std::string> seen;
+  absl::StatusOr<LowerResult> result =
+      Lower(request, {}, {}, {}, {},
+            [&](std::string_view pass, const Program& program,
+                const LowerOptions& options) {
+              seen.emplace_back(pass);
+              if (pass == "lower") return absl::InternalError("stop here");
+              return CheckEstablished(pass, program, options);
+            });
+  EXPECT_EQ(result.status(), absl::InternalError("stop here"));
+  EXPECT_EQ(seen, (std::vector<std::string>{"normalize_layout", "partition",
+                                            "lower"}));
 }
 
 }  // namespace
