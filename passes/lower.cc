@@ -240,8 +240,9 @@ struct Replaced {
 // output, in place of the members; operands in item numbering.
 //
 //   t = add(a, b) [d0]; s = mul(t, a) [d0]; r = relu(s)
-//   ==> r = relu(s'); delegate_d0 = delegate(a, b); s' = getitem(delegate_d0,
-//   0) (unordered until phase 4; a getitem is named like the value it replaces)
+//   ==> r = relu(s); delegate_d0 = delegate(a, b);
+//       s = getitem(delegate_d0, 0)
+// (unordered until phase 4; a getitem is named like the value it replaces)
 class ReplaceGroups {
  public:
   ReplaceGroups(Method& method, const Grouping& grouping,
@@ -399,7 +400,7 @@ void RenumberOperands(std::vector<Node>& nodes,
 // Phase 4: the items in a stable topological order (by original position,
 // then sequence), so nodes move only as far as the delegates make them.
 //
-//   r = relu(s'); delegate_d0; s' = getitem  ==>  delegate_d0; s'; r
+//   r = relu(s); delegate_d0; s = getitem  ==>  delegate_d0; s; r
 absl::StatusOr<std::vector<Node>> Reorder(Replaced replaced) {
   std::vector<Item>& items = replaced.items;
   const int32_t count = static_cast<int32_t>(items.size());

@@ -13,20 +13,23 @@
 //
 // The rewrites, before ==> after:
 //
-//   host reader of a device value      t = D0@cuda:0(a, b)[0]; s = sin(t)
-//                                 ==>  ... t; t_to_cpu = _d2h_copy(t); s =
-//                                 sin(t_to_cpu)
-//   device reader of a host value      u = D1@cuda:0(x)
-//                                 ==>  x_to_cuda0 = _h2d_copy(x); u =
-//                                 D1(x_to_cuda0)
-//   same-device reader                 u = D1@cuda:0(t)       (unchanged)
-//   other device                       w = D2@cuda:1(t)
-//                                 ==>  t_to_cpu (shared); t_to_cuda1 =
-//                                 _h2d_copy(t_to_cpu)
-//   host write between device readers  relu_(t); u = D1@cuda:0(t)
-//                                 ==>  relu_(t_to_cpu); t_to_cuda0_v1 =
-//                                 _h2d_copy(t_to_cpu); D1(t_to_cuda0_v1)
-//   metadata-only reader               n = sym_size(t, 0)      (unchanged)
+//   host reader of a device value
+//       t = D0@cuda:0(a, b)[0]; s = sin(t)
+//   ==> t = ...; t_to_cpu = _d2h_copy(t); s = sin(t_to_cpu)
+//   device reader of a host value
+//       u = D1@cuda:0(x)
+//   ==> x_to_cuda0 = _h2d_copy(x); u = D1(x_to_cuda0)
+//   same-device reader
+//       u = D1@cuda:0(t)                              (unchanged)
+//   other device
+//       w = D2@cuda:1(t)
+//   ==> t_to_cpu (shared); t_to_cuda1 = _h2d_copy(t_to_cpu); w = D2(...)
+//   host write between device readers
+//       relu_(t); u = D1@cuda:0(t)
+//   ==> relu_(t_to_cpu); t_to_cuda0_v1 = _h2d_copy(t_to_cpu);
+//       u = D1(t_to_cuda0_v1)
+//   metadata-only reader
+//       n = sym_size(t, 0)                            (unchanged)
 //
 // Phases, each a unit with one entry, state handed on explicitly:
 // (1) StripCopies removes the copies of an earlier run; (2) AssignHomes
@@ -610,6 +613,14 @@ class CoherenceWalk {
   absl::flat_hash_set<int64_t> refused_;
 };
 
+// Rewrites every operand's node through `final_index` (old -> new position).
+void RenumberOperands(std::vector<Node>& nodes,
+                      const std::vector<int32_t>& final_index) {
+  for (Node& node : nodes)
+    ForEachOperandMutable(node,
+                          [&](ValueId& v) { v.node = final_index[v.node]; });
+}
+
 // Phase 4: every value's device on its spec, then the copies laid out: each
 // H2D right before its reader, each D2H right after its source.
 //
@@ -659,14 +670,6 @@ class Assemble {
       spec.SetDevice(home);
     else
       spec.device = Device::Cpu();
-  }
-
-  // Rewrites every operand's node through `final_index` (old -> new).
-  static void RenumberOperands(std::vector<Node>& nodes,
-                               const std::vector<int32_t>& final_index) {
-    for (Node& node : nodes)
-      ForEachOperandMutable(node,
-                            [&](ValueId& v) { v.node = final_index[v.node]; });
   }
 
   Method& method_;
