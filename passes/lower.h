@@ -17,6 +17,7 @@
 // Nodes are reordered only as far as needed: the delegate goes where the
 // group's last node was, and a node between the group's nodes that reads the
 // group moves after the delegate.
+// Checked by CheckLowered (checks.h).
 #ifndef FERRY_PASSES_LOWER_H_
 #define FERRY_PASSES_LOWER_H_
 

@@ -13,6 +13,7 @@
 // over options.limits (max_tensor_bytes, or all copies together over the
 // max_expansion allowance) is RESOURCE_EXHAUSTED naming the constant, before
 // it is made (resource_limits.h).
+// Checked by CheckLayoutNormalized (checks.h).
 #ifndef FERRY_PASSES_NORMALIZE_LAYOUT_H_
 #define FERRY_PASSES_NORMALIZE_LAYOUT_H_
 

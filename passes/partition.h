@@ -17,6 +17,7 @@
 // A call carrying a schema that differs from the registry's for its name
 // stays a custom operator (warning FERRY-W0703). Delegates already in the
 // program are never touched.
+// Checked by CheckPartitioned (checks.h).
 #ifndef FERRY_PASSES_PARTITION_H_
 #define FERRY_PASSES_PARTITION_H_
 

@@ -90,7 +90,8 @@ absl::StatusOr<LowerResult> LowerUnguarded(const v1::LowerRequest& request,
                                            const ContinueFn& keep_going,
                                            const ResourceLimits& limits,
                                            const BackendOperators& backends,
-                                           const BlobFetcher& fetch_blob) {
+                                           const BlobFetcher& fetch_blob,
+                                           const AfterPassFn& after_pass) {
   using Clock = std::chrono::steady_clock;
   LowerResult result;
   std::vector<PassTiming> timings;
@@ -140,6 +141,11 @@ absl::StatusOr<LowerResult> LowerUnguarded(const v1::LowerRequest& request,
     });
     if (!stats.ok()) return stats.status();
     if (result.diagnostics.HasErrors()) return finish(false);
+    if (after_pass) {
+      if (absl::Status checked = after_pass(name, program, options);
+          !checked.ok())
+        return checked;
+    }
   }
   if (int64_t output = ConstantDataBytes(program),
       allowed = ExpansionAllowance(options.request_bytes, limits);
@@ -165,9 +171,11 @@ absl::StatusOr<LowerResult> Lower(const v1::LowerRequest& request,
                                   const ContinueFn& keep_going,
                                   const ResourceLimits& limits,
                                   const BackendOperators& backends,
-                                  const BlobFetcher& fetch_blob) {
+                                  const BlobFetcher& fetch_blob,
+                                  const AfterPassFn& after_pass) {
   try {
-    return LowerUnguarded(request, keep_going, limits, backends, fetch_blob);
+    return LowerUnguarded(request, keep_going, limits, backends, fetch_blob,
+                          after_pass);
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError(
         "out of memory while lowering the program");

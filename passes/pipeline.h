@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -50,6 +51,13 @@ struct LowerStats {
 // (the service uses it for deadlines and cancellation).
 using ContinueFn = std::function<bool()>;
 
+// Called after each pass that added no error, with the pass's name and the
+// program it left; a non-OK status stops the pipeline with that status. The
+// tests pass CheckEstablished (checks.h) to check every pass's promises.
+using AfterPassFn =
+    std::function<absl::Status(std::string_view pass, const Program& program,
+                               const LowerOptions& options)>;
+
 struct LowerResult {
   // False when the program did not lower (errors in `diagnostics`).
   bool ok = false;
@@ -69,7 +77,8 @@ absl::StatusOr<LowerResult> Lower(const v1::LowerRequest& request,
                                   const ContinueFn& keep_going = {},
                                   const ResourceLimits& limits = {},
                                   const BackendOperators& backends = {},
-                                  const BlobFetcher& fetch_blob = {});
+                                  const BlobFetcher& fetch_blob = {},
+                                  const AfterPassFn& after_pass = {});
 
 // The stages Lower runs, in order, named as LowerStats::passes names them:
 // "import", "validate", then each pass. A lowering that runs to the end

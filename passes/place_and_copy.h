@@ -22,6 +22,7 @@
 //  - every value's spec carries its device.
 // Copies from an earlier run are removed first, so running the pass on its
 // own output changes nothing.
+// Checked by CheckPlaced (checks.h).
 #ifndef FERRY_PASSES_PLACE_AND_COPY_H_
 #define FERRY_PASSES_PLACE_AND_COPY_H_
 

@@ -15,9 +15,12 @@
 // no other value of the call ever takes its bytes: state kept there survives
 // from one call to the next.
 //
-// Phases: (1) CollectBlocks finds the roots to plan and their lifetimes;
-// (2) FreeListAllocator assigns offsets per arena; (3) Apply writes
-// placements on every value, aliases included.
+// Phases, each a unit with one entry, state handed on explicitly:
+// (1) CollectBlocks finds the roots to plan, their sizes and lifetimes: the
+// Blocks; (2) AssignOffsets makes one arena per device and gives each block
+// an offset with a best-fit FreeListAllocator: the ArenaPlan; (3) Apply
+// writes the arenas and the placements on every value, aliases included.
+// The driver, PlanMemory, is at the bottom; it clears an earlier plan first.
 #include "passes/plan_memory.h"
 
 #include <algorithm>
@@ -47,71 +50,96 @@ struct Block {
   int64_t offset = -1;
 };
 
-// Phase 1.
-std::vector<Block> CollectBlocks(const Method& method,
-                                 const StorageRoots& roots,
-                                 const ValueSlots& slots,
-                                 const LowerOptions& options,
-                                 Diagnostics& diagnostics) {
-  const int32_t n = static_cast<int32_t>(method.nodes.size());
-  std::vector<int32_t> last_use(slots.size(), -1);
-  std::vector<char> is_output(slots.size(), 0);
-  for (int32_t i = 0; i < n; ++i) {
-    const Node& node = method.nodes[i];
-    ForEachOperand(node, [&](const ValueId& v) {
-      const int32_t slot = slots.Of(roots.RootOf(v));
-      last_use[slot] = std::max(last_use[slot], i);
-      if (node.kind == NodeKind::kOutput) is_output[slot] = 1;
-    });
+// Phase 1: the storage roots to plan, each with its size and lifetime.
+// Program data is skipped (it lives in the program), and so are graph
+// inputs and outputs the options leave to the caller; a root that cannot be
+// sized is an error (FERRY-E0901).
+//
+//   a = input; t = D0(a)[0]; s = sin(t); output(s)
+//   ==> a: [0, 1]  D0[0]: [1, 3]  s: [3, 4]   (definition, last use of
+//                                              the root or an alias)
+class CollectBlocks {
+ public:
+  CollectBlocks(const Method& method, const StorageRoots& roots,
+                const ValueSlots& slots, const LowerOptions& options,
+                Diagnostics& diagnostics)
+      : method_(method),
+        roots_(roots),
+        slots_(slots),
+        options_(options),
+        diagnostics_(diagnostics) {}
+
+  std::vector<Block> Run() {
+    const int32_t n = static_cast<int32_t>(method_.nodes.size());
+    last_use_.assign(slots_.size(), -1);
+    is_output_.assign(slots_.size(), 0);
+    for (int32_t i = 0; i < n; ++i) {
+      const Node& node = method_.nodes[i];
+      ForEachOperand(node, [&](const ValueId& v) {
+        const int32_t slot = slots_.Of(roots_.RootOf(v));
+        last_use_[slot] = std::max(last_use_[slot], i);
+        if (node.kind == NodeKind::kOutput) is_output_[slot] = 1;
+      });
+    }
+    for (int32_t i = 0; i < n; ++i) {
+      const Node& node = method_.nodes[i];
+      if (node.result == ResultKind::kTensor)
+        Consider(ValueId{i, -1}, node.tensor, node, i);
+      for (int32_t e = 0; e < static_cast<int32_t>(node.tuple.size()); ++e)
+        Consider(ValueId{i, e}, node.tuple[e], node, i);
+    }
+    return std::move(blocks_);
   }
-  std::vector<Block> blocks;
-  auto consider = [&](ValueId v, const TensorSpec& spec, const Node& node,
-                      int32_t i) {
-    if (roots.RootOf(v) != v) return;  // an alias: planned through its root
-    if (node.kind == NodeKind::kConstant ||
-        (node.kind == NodeKind::kInput && IsProgramData(node.input_kind)))
-      return;  // program data lives in the program
+
+ private:
+  void Consider(ValueId v, const TensorSpec& spec, const Node& node,
+                int32_t i) {
+    const int32_t n = static_cast<int32_t>(method_.nodes.size());
+    if (roots_.RootOf(v) != v) return;    // an alias: planned through its root
+    if (IsProgramDataNode(node)) return;  // program data lives in the program
     // A mutable buffer is state that outlives the call: its bytes are its
     // own for the whole method, never reused for another value (and it is
     // planned whatever alloc_graph_input says: the caller does not pass it).
     const bool mutable_buffer = node.kind == NodeKind::kInput &&
                                 node.input_kind == InputKind::kMutableBuffer;
     const bool graph_input = node.kind == NodeKind::kInput && !mutable_buffer;
-    const bool graph_output = is_output[slots.Of(v)] != 0;
-    if (graph_input && !options.alloc_graph_input) return;
-    if (graph_output && !options.alloc_graph_output && !mutable_buffer) return;
+    const bool graph_output = is_output_[slots_.Of(v)] != 0;
+    if (graph_input && !options_.alloc_graph_input) return;  // caller's memory
+    if (graph_output && !options_.alloc_graph_output && !mutable_buffer)
+      return;  // the caller's memory
     std::optional<int64_t> bytes = spec.StorageBytes();
     if (!bytes) {
-      diagnostics.Error(codes::kPlanFailed,
-                        absl::StrCat("cannot size the storage of '",
-                                     method.ValueName(v), "'"),
-                        {method.ValueName(v)});
+      diagnostics_.Error(codes::kPlanFailed,
+                         absl::StrCat("cannot size the storage of '",
+                                      method_.ValueName(v), "'"),
+                         {method_.ValueName(v)});
       return;
     }
     Block b;
     b.root = v;
     b.device =
-        options.enable_non_cpu_memory_planning ? spec.device : Device::Cpu();
+        options_.enable_non_cpu_memory_planning ? spec.device : Device::Cpu();
     b.size = AlignUp(*bytes);
     b.first = graph_input ? 0 : i;
-    b.last = std::max(last_use[slots.Of(v)], b.first);
+    b.last = std::max(last_use_[slots_.Of(v)], b.first);
     if ((node.kind == NodeKind::kCall && node.at_load) || mutable_buffer) {
       b.first = 0;
       b.last = n;
     }
-    blocks.push_back(b);
-  };
-  for (int32_t i = 0; i < n; ++i) {
-    const Node& node = method.nodes[i];
-    if (node.result == ResultKind::kTensor)
-      consider(ValueId{i, -1}, node.tensor, node, i);
-    for (int32_t e = 0; e < static_cast<int32_t>(node.tuple.size()); ++e)
-      consider(ValueId{i, e}, node.tuple[e], node, i);
+    blocks_.push_back(b);
   }
-  return blocks;
-}
 
-// Phase 2: best-fit free list over one arena.
+  const Method& method_;
+  const StorageRoots& roots_;
+  const ValueSlots& slots_;
+  const LowerOptions& options_;
+  Diagnostics& diagnostics_;
+  std::vector<int32_t> last_use_;  // per slot
+  std::vector<char> is_output_;    // per slot
+  std::vector<Block> blocks_;
+};
+
+// Best-fit free list over one arena (phase 2's allocator).
 class FreeListAllocator {
  public:
   int64_t Allocate(int64_t size) {
@@ -179,6 +207,123 @@ class FreeListAllocator {
   int64_t peak_ = 0;
 };
 
+// What phase 2 hands to phase 3: the method's arenas (sizes and lower
+// bounds) and each block's arena; the blocks carry their offsets.
+struct ArenaPlan {
+  std::vector<Arena> arenas;
+  std::vector<int32_t> block_arena;  // per block
+};
+
+// Phase 2: one arena per device (host first), and offsets by walking the
+// steps: at each definition step, place the blocks defined there, then free
+// every block whose last reader runs before the next definition.
+//
+//   t: [2, 3] 64 B, s: [3, 4] 64 B, u: [5, 6] 64 B
+//   ==> t at 0, s at 64, u at 0; arena 128 B, lower bound 128 B
+class AssignOffsets {
+ public:
+  explicit AssignOffsets(std::vector<Block>& blocks) : blocks_(blocks) {}
+
+  absl::StatusOr<ArenaPlan> Run() {
+    ArenaPlan plan;
+    std::map<Device, int32_t> arena_of;
+    for (const Block& b : blocks_) arena_of.emplace(b.device, 0);
+    int32_t next_arena = 0;
+    for (auto& [device, index] : arena_of) {
+      index = next_arena++;
+      plan.arenas.push_back(Arena{device, 0, 0});
+    }
+    // Dense arena index per block (a std::map lookup per block is slow).
+    plan.block_arena.resize(blocks_.size());
+    for (size_t k = 0; k < blocks_.size(); ++k) {
+      if (k > 0 && blocks_[k].device == blocks_[k - 1].device) {
+        plan.block_arena[k] = plan.block_arena[k - 1];
+        continue;
+      }
+      auto arena = arena_of.find(blocks_[k].device);
+      FERRY_RET_CHECK(arena != arena_of.end());  // every device has one
+      plan.block_arena[k] = arena->second;
+    }
+    std::vector<FreeListAllocator> allocators(arena_of.size());
+    std::vector<int64_t> live(arena_of.size(), 0);
+
+    const int32_t count = static_cast<int32_t>(blocks_.size());
+    std::vector<int32_t> by_first(count), by_last(count);
+    for (int32_t k = 0; k < count; ++k) by_first[k] = by_last[k] = k;
+    std::stable_sort(by_first.begin(), by_first.end(),
+                     [&](int32_t x, int32_t y) {
+                       return blocks_[x].first < blocks_[y].first;
+                     });
+    std::stable_sort(by_last.begin(), by_last.end(), [&](int32_t x, int32_t y) {
+      return blocks_[x].last < blocks_[y].last;
+    });
+    for (int32_t next_def = 0, next_free = 0; next_def < count;) {
+      const int32_t t = blocks_[by_first[next_def]].first;
+      for (; next_def < count && blocks_[by_first[next_def]].first == t;
+           ++next_def) {
+        Block& b = blocks_[by_first[next_def]];
+        const int32_t a = plan.block_arena[by_first[next_def]];
+        b.offset = allocators[a].Allocate(b.size);
+        live[a] += b.size;
+        plan.arenas[a].lower_bound =
+            std::max(plan.arenas[a].lower_bound, live[a]);
+      }
+      // Free everything whose last reader runs before the next definition.
+      const int32_t next_t =
+          next_def < count ? blocks_[by_first[next_def]].first : INT32_MAX;
+      for (; next_free < count && blocks_[by_last[next_free]].last < next_t;
+           ++next_free) {
+        const Block& b = blocks_[by_last[next_free]];
+        const int32_t a = plan.block_arena[by_last[next_free]];
+        allocators[a].Free(b.offset, b.size);
+        live[a] -= b.size;
+      }
+    }
+    for (size_t a = 0; a < allocators.size(); ++a)
+      plan.arenas[a].size = allocators[a].peak();
+    return plan;
+  }
+
+ private:
+  std::vector<Block>& blocks_;
+};
+
+// Phase 3: the plan on the method: its arenas, and a placement on every
+// value, aliases (views, in-place results, getitems) through their roots.
+//
+//   t at 0 in arena 0; v = view(t)  ==>  t.memory = v.memory = {0, 0, 64}
+absl::Status Apply(Method& method, const StorageRoots& roots,
+                   const ValueSlots& slots, const std::vector<Block>& blocks,
+                   ArenaPlan plan) {
+  FERRY_RET_CHECK(plan.block_arena.size() == blocks.size());
+  std::vector<MemoryPlacement> placement(slots.size());
+  for (size_t k = 0; k < blocks.size(); ++k) {
+    const int32_t slot = slots.Of(blocks[k].root);
+    FERRY_RET_CHECK(slot >= 0 && slot < slots.size());
+    placement[slot] = MemoryPlacement{plan.block_arena[k], blocks[k].offset,
+                                      blocks[k].size, true};
+  }
+  for (int32_t i = 0; i < static_cast<int32_t>(method.nodes.size()); ++i) {
+    Node& node = method.nodes[i];
+    if (node.result == ResultKind::kTensor)
+      node.tensor.memory = placement[slots.Of(roots.RootOf(ValueId{i, -1}))];
+    for (int32_t e = 0; e < static_cast<int32_t>(node.tuple.size()); ++e)
+      node.tuple[e].memory = placement[slots.Of(ValueId{i, e})];
+  }
+  method.arenas = std::move(plan.arenas);
+  return absl::OkStatus();
+}
+
+// A plan from an earlier run goes first, so running the pass on its own
+// output changes nothing.
+void ClearPlan(Method& method) {
+  method.arenas.clear();
+  for (Node& node : method.nodes) {
+    node.tensor.memory = MemoryPlacement{};
+    for (TensorSpec& s : node.tuple) s.memory = MemoryPlacement{};
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<PassStats> PlanMemory(Program& program,
@@ -188,84 +333,17 @@ absl::StatusOr<PassStats> PlanMemory(Program& program,
   int64_t planned = 0;
   for (Method& method : program.methods) {
     diagnostics.SetMethod(method.name);
-    method.arenas.clear();
-    for (Node& node : method.nodes) {
-      node.tensor.memory = MemoryPlacement{};
-      for (TensorSpec& s : node.tuple) s.memory = MemoryPlacement{};
-    }
-    StorageRoots roots(method);
-    ValueSlots slots(method);
+    ClearPlan(method);
+    const StorageRoots roots(method);
+    const ValueSlots slots(method);
     std::vector<Block> blocks =
-        CollectBlocks(method, roots, slots, options, diagnostics);
-
-    // One arena per device, host first.
-    std::map<Device, int32_t> arena_of;
-    for (const Block& b : blocks) arena_of.emplace(b.device, 0);
-    // Dense arena index per block (a std::map lookup per block is slow).
-    int32_t next_arena = 0;
-    for (auto& [device, index] : arena_of) {
-      index = next_arena++;
-      method.arenas.push_back(Arena{device, 0, 0});
-    }
-    std::vector<int32_t> block_arena(blocks.size());
-    for (size_t k = 0; k < blocks.size(); ++k) {
-      if (k > 0 && blocks[k].device == blocks[k - 1].device)
-        block_arena[k] = block_arena[k - 1];
-      else
-        block_arena[k] = arena_of[blocks[k].device];
-    }
-    std::vector<FreeListAllocator> allocators(arena_of.size());
-    std::vector<int64_t> live(arena_of.size(), 0);
-
-    // Walk the steps: free the blocks whose last reader ran, then place the
-    // blocks defined here.
-    const int32_t count = static_cast<int32_t>(blocks.size());
-    std::vector<int32_t> by_first(count), by_last(count);
-    for (int32_t k = 0; k < count; ++k) by_first[k] = by_last[k] = k;
-    std::stable_sort(by_first.begin(), by_first.end(),
-                     [&](int32_t x, int32_t y) {
-                       return blocks[x].first < blocks[y].first;
-                     });
-    std::stable_sort(by_last.begin(), by_last.end(), [&](int32_t x, int32_t y) {
-      return blocks[x].last < blocks[y].last;
-    });
-    for (int32_t next_def = 0, next_free = 0; next_def < count;) {
-      const int32_t t = blocks[by_first[next_def]].first;
-      for (; next_def < count && blocks[by_first[next_def]].first == t;
-           ++next_def) {
-        Block& b = blocks[by_first[next_def]];
-        const int32_t a = block_arena[by_first[next_def]];
-        b.offset = allocators[a].Allocate(b.size);
-        live[a] += b.size;
-        method.arenas[a].lower_bound =
-            std::max(method.arenas[a].lower_bound, live[a]);
-      }
-      // Free everything whose last reader runs before the next definition.
-      const int32_t next_t =
-          next_def < count ? blocks[by_first[next_def]].first : INT32_MAX;
-      for (; next_free < count && blocks[by_last[next_free]].last < next_t;
-           ++next_free) {
-        const Block& b = blocks[by_last[next_free]];
-        const int32_t a = block_arena[by_last[next_free]];
-        allocators[a].Free(b.offset, b.size);
-        live[a] -= b.size;
-      }
-    }
-    for (size_t a = 0; a < allocators.size(); ++a)
-      method.arenas[a].size = allocators[a].peak();
-
-    // Phase 3: placements, aliases through their roots.
-    std::vector<MemoryPlacement> placement(slots.size());
-    for (size_t k = 0; k < blocks.size(); ++k)
-      placement[slots.Of(blocks[k].root)] = MemoryPlacement{
-          block_arena[k], blocks[k].offset, blocks[k].size, true};
-    for (int32_t i = 0; i < static_cast<int32_t>(method.nodes.size()); ++i) {
-      Node& node = method.nodes[i];
-      if (node.result == ResultKind::kTensor)
-        node.tensor.memory = placement[slots.Of(roots.RootOf(ValueId{i, -1}))];
-      for (int32_t e = 0; e < static_cast<int32_t>(node.tuple.size()); ++e)
-        node.tuple[e].memory = placement[slots.Of(ValueId{i, e})];
-    }
+        CollectBlocks(method, roots, slots, options, diagnostics).Run();
+    absl::StatusOr<ArenaPlan> plan = AssignOffsets(blocks).Run();
+    if (!plan.ok()) return plan.status();
+    if (absl::Status applied =
+            Apply(method, roots, slots, blocks, *std::move(plan));
+        !applied.ok())
+      return applied;
     planned += static_cast<int64_t>(blocks.size());
   }
   diagnostics.SetMethod("");

@@ -20,6 +20,7 @@
 //    last use of any alias) do not overlap.
 // Offsets come from a best-fit free list walked in node order; sizes are
 // rounded up to kArenaAlignment.
+// Checked by CheckPlanned (checks.h).
 #ifndef FERRY_PASSES_PLAN_MEMORY_H_
 #define FERRY_PASSES_PLAN_MEMORY_H_
 

@@ -6,6 +6,7 @@
 //    which come from CASES.md, not from the implementation;
 //  - determinism (twice, same bytes) and idempotence (lowering the output
 //    again with the same options changes nothing);
+//  - after every pass, the checker of what that pass establishes (checks.h);
 //  - where the case computes, verification on the simulated device against
 //    eager host execution of the original program.
 // FERRY_UPDATE_GOLDENS=1 rewrites the golden files (review the diff!).
@@ -19,6 +20,7 @@
 #include "ferry/file.h"
 #include "ferry/v1/program.pb.h"
 #include "gtest/gtest.h"
+#include "passes/checks.h"
 #include "passes/pipeline.h"
 #include "passes/proto_io.h"
 #include "tests/support/files.h"
@@ -83,6 +85,21 @@ std::string LoweredText(const LowerResult& result) {
   return ToText(proto);
 }
 
+// Lowers `request`, running each pass's checker (checks.h) after it; the
+// names of the passes checked go to `checked`.
+absl::StatusOr<LowerResult> LowerChecked(const v1::LowerRequest& request,
+                                         std::vector<std::string>& checked) {
+  return Lower(request, {}, {}, {}, {},
+               [&](std::string_view pass, const Program& program,
+                   const LowerOptions& options) {
+                 checked.emplace_back(pass);
+                 return CheckEstablished(pass, program, options);
+               });
+}
+
+const std::vector<std::string> kCheckedPasses = {
+    "normalize_layout", "partition", "lower", "place_and_copy", "plan_memory"};
+
 class ConformanceTest : public testing::TestWithParam<std::string> {};
 
 TEST_P(ConformanceTest, MatchesGoldens) {
@@ -97,7 +114,8 @@ TEST_P(ConformanceTest, MatchesGoldens) {
   ASSERT_TRUE(
       ParseRequest(request_text, FileFormat::kText, "request", &request, &bare)
           .ok());
-  absl::StatusOr<LowerResult> result = Lower(request);
+  std::vector<std::string> checked;
+  absl::StatusOr<LowerResult> result = LowerChecked(request, checked);
   ASSERT_TRUE(result.ok()) << result.status();
 
   // Diagnostics.
@@ -122,6 +140,7 @@ TEST_P(ConformanceTest, MatchesGoldens) {
   }
   ASSERT_TRUE(result->ok) << FormatDiagnosticsText(result->diagnostics,
                                                    GetParam());
+  EXPECT_EQ(checked, kCheckedPasses);
 
   // Counts from CASES.md.
   const LowerStats& s = result->stats;
@@ -160,9 +179,12 @@ TEST_P(ConformanceTest, MatchesGoldens) {
   v1::LowerRequest second;
   *second.mutable_program() = a;
   *second.mutable_options() = request.options();
-  absl::StatusOr<LowerResult> relowered = Lower(second);
-  ASSERT_TRUE(relowered.ok() && relowered->ok)
+  std::vector<std::string> rechecked;
+  absl::StatusOr<LowerResult> relowered = LowerChecked(second, rechecked);
+  ASSERT_TRUE(relowered.ok()) << relowered.status();
+  ASSERT_TRUE(relowered->ok)
       << FormatDiagnosticsText(relowered->diagnostics, "relowered");
+  EXPECT_EQ(rechecked, kCheckedPasses);
   EXPECT_EQ(LoweredText(*relowered), lowered) << "not idempotent";
 
 #ifdef FERRY_HAVE_RUNTIME

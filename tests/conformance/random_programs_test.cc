@@ -4,7 +4,8 @@
 // written on the host under skip_h2d), be idempotent, and compute on the
 // simulated device exactly what eager host execution of the original computes.
 // The same programs go through the capability partitioner too (no tags; it
-// groups what the CUDA backend runs, in-place writes included).
+// groups what the CUDA backend runs, in-place writes included). After every
+// pass, the checker of what that pass establishes runs (checks.h).
 #include <cstdlib>
 #include <random>
 
@@ -12,6 +13,7 @@
 #include "ferry/v1/program.pb.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
+#include "passes/checks.h"
 #include "passes/diagnostic_codes.h"
 #include "passes/pipeline.h"
 #include "passes/proto_io.h"
@@ -174,8 +176,17 @@ TEST_P(RandomPrograms, LowerIdempotentlyAndMatchEagerOnSim) {
     v1::LowerRequest request;
     ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(g.text, &request))
         << g.text;
-    absl::StatusOr<LowerResult> result = Lower(request);
-    ASSERT_TRUE(result.ok()) << result.status();
+    int checked = 0;
+    absl::StatusOr<LowerResult> result =
+        Lower(request, {}, {}, {}, {},
+              [&](std::string_view pass, const Program& program,
+                  const LowerOptions& options) {
+                ++checked;
+                return CheckEstablished(pass, program, options);
+              });
+    ASSERT_TRUE(result.ok())
+        << "seed " << seed << ": " << result.status() << "\n"
+        << g.text;
     if (!result->ok) {
       // The only refusals these programs can earn: an input written on the
       // host while skip_h2d keeps it on a device, and a tagged view of
@@ -198,13 +209,16 @@ TEST_P(RandomPrograms, LowerIdempotentlyAndMatchEagerOnSim) {
       continue;
     }
     ++lowered;
+    EXPECT_EQ(checked, 5) << "seed " << seed;  // every pass was checked
     v1::Program once;
     ExportProgram(result->program, &once);
     v1::LowerRequest again;
     *again.mutable_program() = once;
     *again.mutable_options() = request.options();
-    absl::StatusOr<LowerResult> twice = Lower(again);
-    ASSERT_TRUE(twice.ok() && twice->ok) << "seed " << seed;
+    absl::StatusOr<LowerResult> twice =
+        Lower(again, {}, {}, {}, {}, CheckEstablished);
+    ASSERT_TRUE(twice.ok()) << "seed " << seed << ": " << twice.status();
+    ASSERT_TRUE(twice->ok) << "seed " << seed;
     v1::Program twice_proto;
     ExportProgram(twice->program, &twice_proto);
     EXPECT_EQ(ToText(twice_proto), ToText(once)) << "seed " << seed;
