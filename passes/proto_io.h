@@ -3,6 +3,7 @@
 #ifndef FERRY_PASSES_PROTO_IO_H_
 #define FERRY_PASSES_PROTO_IO_H_
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -38,8 +39,7 @@ FileFormat ParseFormatName(std::string_view name);
 // InvalidArgument (with the parser's message) for unreadable, truncated,
 // garbage or empty input; NotFound for a missing file.
 absl::Status ReadRequestFile(std::string_view path, FileFormat format,
-                             v1::LowerRequest* request,
-                             bool* was_bare_program);
+                             v1::LowerRequest* request, bool* was_bare_program);
 // Parses bytes already in memory, as ReadRequestFile does.
 absl::Status ParseRequest(std::string_view bytes, FileFormat format,
                           std::string_view what, v1::LowerRequest* request,
@@ -50,6 +50,10 @@ std::string ToText(const v1::Program& program);
 std::string ToText(const v1::LowerRequest& request);
 // Serializes `program` in `format`; deterministic.
 std::string SerializeProgram(const v1::Program& program, FileFormat format);
+
+// Every node of every method and lowered-module graph (the service's
+// `max_nodes` limit), counted without importing the program.
+int64_t CountNodes(const v1::Program& program);
 
 }  // namespace ferry
 

@@ -8,15 +8,17 @@
 #include "absl/strings/str_join.h"
 #include "client/tool/commands.h"
 #include "client/tool/remote.h"
-#include "google/protobuf/util/json_util.h"
+#include "passes/report_io.h"
 
 namespace ferry::tool {
 namespace {
 
 std::string CapsUsage() {
-  return "usage: ferry caps --server ADDR [--json] [remote options]\n"
-         "Prints the server's capabilities and health. --json prints the\n"
-         "GetCapabilitiesResponse in protobuf's JSON mapping.\n"
+  return "usage: ferry caps --server ADDR [--report=text|json] "
+         "[remote options]\n"
+         "Prints the server's capabilities and health. --report=json prints\n"
+         "the GetCapabilitiesResponse instead, on one line; --json is a\n"
+         "deprecated spelling of --report=json.\n"
          "Exit 0 when the server answered, 1 when it did not, 2 on usage.\n\n" +
          RemoteFlagsHelp();
 }
@@ -45,15 +47,17 @@ std::string HealthWord(Client& client, const std::string& service) {
 
 int RunCaps(const Args& args) {
   RemoteOptions remote;
-  bool json = false;
+  std::string report = "text";
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
-    std::string error;
+    std::string value, error;
     if (arg == "--help" || arg == "-h") {
       std::fputs(CapsUsage().c_str(), stdout);
       return kExitOk;
+    } else if (ParseFlag(arg, "--report", &value)) {
+      report = value;
     } else if (arg == "--json") {
-      json = true;
+      report = "json";
     } else if (ParseRemoteFlag(args, &i, &remote, &error)) {
       if (!error.empty()) {
         std::fprintf(stderr, "ferry caps: %s\n", error.c_str());
@@ -70,6 +74,10 @@ int RunCaps(const Args& args) {
                  CapsUsage().c_str());
     return kExitUsage;
   }
+  if (report != "text" && report != "json") {
+    std::fputs(CapsUsage().c_str(), stderr);
+    return kExitUsage;
+  }
   absl::StatusOr<std::unique_ptr<Client>> client = ConnectRemote(remote);
   if (!client.ok()) {
     std::fprintf(stderr, "ferry caps: %s\n",
@@ -80,17 +88,8 @@ int RunCaps(const Args& args) {
       (*client)->GetCapabilities();
   if (!caps.ok()) return ReportRpcError("caps", remote, "-", caps.status());
 
-  if (json) {
-    std::string text;
-    google::protobuf::util::JsonPrintOptions options;
-    options.add_whitespace = true;
-    options.preserve_proto_field_names = true;
-    options.always_print_primitive_fields = true;
-    if (!google::protobuf::util::MessageToJsonString(*caps, &text, options)
-             .ok()) {
-      return kExitErrors;
-    }
-    std::fputs(text.c_str(), stdout);
+  if (report == "json") {
+    std::printf("%s\n", ReportJson(*caps).c_str());
     return kExitOk;
   }
 

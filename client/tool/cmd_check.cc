@@ -3,21 +3,25 @@
 
 #include "client/tool/tool_common.h"
 #include "passes/pipeline.h"
+#include "passes/report_io.h"
 #include "passes/validate.h"
 
 namespace ferry::tool {
 namespace {
 
 constexpr char kCheckUsage[] =
-    "usage: ferry check [--format=text|binary|json] "
-    "[--diagnostics-format=text|json] FILE\n"
-    "Validates FILE (a Program or LowerRequest). Exit 0 when clean or\n"
-    "warnings only, 1 on errors, 2 on usage or unreadable input.\n";
+    "usage: ferry check [--format=text|binary|json] [--report=text|json] "
+    "FILE\n"
+    "Validates FILE (a Program or LowerRequest). --report=json prints\n"
+    "{ok, diagnostics} (a ferry.v1.CheckReport) on one line;\n"
+    "--diagnostics-format is a deprecated spelling of --report.\n"
+    "Exit 0 when clean or warnings only, 1 on errors, 2 on usage or\n"
+    "unreadable input.\n";
 
 }  // namespace
 
 int RunCheck(const Args& args) {
-  std::string file, format, diagnostics_format = "text";
+  std::string file, format, report = "text";
   for (const std::string& arg : args) {
     std::string value;
     if (arg == "--help" || arg == "-h") {
@@ -25,8 +29,9 @@ int RunCheck(const Args& args) {
       return kExitOk;
     } else if (ParseFlag(arg, "--format", &value)) {
       format = value;
-    } else if (ParseFlag(arg, "--diagnostics-format", &value)) {
-      diagnostics_format = value;
+    } else if (ParseFlag(arg, "--report", &value) ||
+               ParseFlag(arg, "--diagnostics-format", &value)) {
+      report = value;
     } else if (!arg.empty() && arg[0] == '-' && arg != "-") {
       std::fprintf(stderr, "ferry check: unknown option '%s'\n%s", arg.c_str(),
                    kCheckUsage);
@@ -38,8 +43,7 @@ int RunCheck(const Args& args) {
       return kExitUsage;
     }
   }
-  if (file.empty() ||
-      (diagnostics_format != "text" && diagnostics_format != "json")) {
+  if (file.empty() || (report != "text" && report != "json")) {
     std::fputs(kCheckUsage, stderr);
     return kExitUsage;
   }
@@ -52,8 +56,11 @@ int RunCheck(const Args& args) {
     ResolveOptions(request.options(), program, diagnostics);
     ValidateProgram(program, diagnostics);
   }
-  if (diagnostics_format == "json") {
-    std::printf("%s\n", FormatDiagnosticsJson(diagnostics).c_str());
+  if (report == "json") {
+    v1::CheckReport check;
+    check.set_ok(!diagnostics.HasErrors());
+    DiagnosticsToProto(diagnostics, check.mutable_diagnostics());
+    std::printf("%s\n", ReportJson(check).c_str());
   } else {
     std::fputs(FormatDiagnosticsText(diagnostics, file).c_str(), stdout);
     if (diagnostics.empty()) std::printf("%s: ok\n", file.c_str());
