@@ -61,7 +61,8 @@ def in_process_lower_ms(path):
     done = run([FERRY, "lower", "--partitioner=capability", "--report=json",
                 "-o", os.devnull, path])
     report = json.loads(done.stdout)
-    return sum(p["micros"] for p in report["stats"]["passes"]) / 1000.0
+    # int64 fields are strings in protobuf's JSON mapping.
+    return sum(int(p["micros"]) for p in report["stats"]["passes"]) / 1000.0
 
 
 def eager_ms(spec, runs):

@@ -1,7 +1,5 @@
 #include "passes/diagnostics.h"
 
-#include <cstdio>
-
 #include "absl/strings/str_cat.h"
 
 namespace ferry {
@@ -20,8 +18,7 @@ std::string_view SeverityName(Severity severity) {
 
 Diagnostic& Diagnostics::Add(Severity severity, std::string code,
                              std::string message,
-                             std::vector<std::string> nodes,
-                             std::string hint) {
+                             std::vector<std::string> nodes, std::string hint) {
   if (severity == Severity::kError) ++errors_;
   if (severity == Severity::kWarning) ++warnings_;
   items_.push_back(Diagnostic{severity, std::move(code), std::move(message),
@@ -44,8 +41,8 @@ std::string FormatDiagnosticsText(const Diagnostics& diagnostics,
     absl::StrAppend(&out, std::string(file), ":");
     if (!d.method.empty()) absl::StrAppend(&out, " method '", d.method, "':");
     if (!d.nodes.empty()) absl::StrAppend(&out, " node '", d.nodes[0], "':");
-    absl::StrAppend(&out, " ", std::string(SeverityName(d.severity)), "[", d.code, "]: ",
-                    d.message, "\n");
+    absl::StrAppend(&out, " ", std::string(SeverityName(d.severity)), "[",
+                    d.code, "]: ", d.message, "\n");
     if (d.nodes.size() > 1) {
       absl::StrAppend(&out, "  also:");
       for (size_t i = 1; i < d.nodes.size(); ++i)
@@ -54,57 +51,6 @@ std::string FormatDiagnosticsText(const Diagnostics& diagnostics,
     }
     if (!d.hint.empty()) absl::StrAppend(&out, "  hint: ", d.hint, "\n");
   }
-  return out;
-}
-
-std::string JsonEscape(std::string_view text) {
-  std::string out;
-  out.reserve(text.size() + 2);
-  for (unsigned char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out;
-}
-
-std::string FormatDiagnosticsJson(const Diagnostics& diagnostics) {
-  std::string out = "[";
-  bool first = true;
-  for (const Diagnostic& d : diagnostics.items()) {
-    if (!first) out += ",";
-    first = false;
-    absl::StrAppend(&out, "{\"severity\":\"", std::string(SeverityName(d.severity)),
-                    "\",\"code\":\"", JsonEscape(d.code), "\",\"message\":\"",
-                    JsonEscape(d.message), "\",\"nodes\":[");
-    for (size_t i = 0; i < d.nodes.size(); ++i)
-      absl::StrAppend(&out, i ? "," : "", "\"", JsonEscape(d.nodes[i]), "\"");
-    absl::StrAppend(&out, "],\"hint\":\"", JsonEscape(d.hint),
-                    "\",\"method\":\"", JsonEscape(d.method), "\"}");
-  }
-  out += "]";
   return out;
 }
 

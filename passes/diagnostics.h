@@ -33,7 +33,8 @@ class Diagnostics {
   Diagnostic& Add(Severity severity, std::string code, std::string message,
                   std::vector<std::string> nodes = {}, std::string hint = {});
   Diagnostic& Error(std::string code, std::string message,
-                    std::vector<std::string> nodes = {}, std::string hint = {}) {
+                    std::vector<std::string> nodes = {},
+                    std::string hint = {}) {
     return Add(Severity::kError, std::move(code), std::move(message),
                std::move(nodes), std::move(hint));
   }
@@ -65,19 +66,15 @@ class Diagnostics {
 // followed by "  hint: ..." when there is a hint. One diagnostic per line.
 std::string FormatDiagnosticsText(const Diagnostics& diagnostics,
                                   std::string_view file);
-// A JSON array of {severity, code, message, nodes, hint, method} objects.
-std::string FormatDiagnosticsJson(const Diagnostics& diagnostics);
-
-// Escapes `text` as the inside of a JSON string literal.
-std::string JsonEscape(std::string_view text);
+// The JSON form is ReportJson of their wire form (report_io.h).
 
 // RET_CHECK-style internal invariant: returns an internal error (never aborts).
-#define FERRY_RET_CHECK(cond)                                             \
-  do {                                                                    \
-    if (!(cond))                                                          \
-      return ::absl::InternalError(std::string(__FILE__) + ":" +          \
-                                   std::to_string(__LINE__) +             \
-                                   ": internal check failed: " #cond);    \
+#define FERRY_RET_CHECK(cond)                                          \
+  do {                                                                 \
+    if (!(cond))                                                       \
+      return ::absl::InternalError(std::string(__FILE__) + ":" +       \
+                                   std::to_string(__LINE__) +          \
+                                   ": internal check failed: " #cond); \
   } while (0)
 
 }  // namespace ferry

@@ -189,37 +189,6 @@ namespace {
 std::string Bytes(int64_t bytes) { return absl::StrCat(bytes, " B"); }
 }  // namespace
 
-std::string ReportJson(const LowerResult& result) {
-  const LowerStats& s = result.stats;
-  std::string out = absl::StrCat(
-      "{\"ok\":", result.ok ? "true" : "false",
-      ",\"diagnostics\":", FormatDiagnosticsJson(result.diagnostics),
-      ",\"stats\":{\"h2d_copies\":", s.h2d_copies,
-      ",\"d2h_copies\":", s.d2h_copies,
-      ",\"load_time_copies\":", s.load_time_copies,
-      ",\"h2d_bytes_per_call\":", s.h2d_bytes_per_call,
-      ",\"d2h_bytes_per_call\":", s.d2h_bytes_per_call,
-      ",\"delegates\":", s.delegates, ",\"delegates_per_device\":{");
-  for (size_t i = 0; i < s.delegates_per_device.size(); ++i)
-    absl::StrAppend(&out, i ? "," : "", "\"",
-                    JsonEscape(s.delegates_per_device[i].first),
-                    "\":", s.delegates_per_device[i].second);
-  absl::StrAppend(&out, "},\"arenas\":[");
-  for (size_t i = 0; i < s.arenas.size(); ++i) {
-    const ArenaSummary& a = s.arenas[i];
-    absl::StrAppend(&out, i ? "," : "", "{\"method\":\"", JsonEscape(a.method),
-                    "\",\"device\":\"", a.device.ToString(),
-                    "\",\"bytes\":", a.bytes,
-                    ",\"lower_bound_bytes\":", a.lower_bound_bytes, "}");
-  }
-  absl::StrAppend(&out, "],\"passes\":[");
-  for (size_t i = 0; i < s.passes.size(); ++i)
-    absl::StrAppend(&out, i ? "," : "", "{\"name\":\"", s.passes[i].name,
-                    "\",\"micros\":", s.passes[i].micros, "}");
-  absl::StrAppend(&out, "]}}");
-  return out;
-}
-
 std::string ReportText(const LowerResult& result, std::string_view file) {
   const LowerStats& s = result.stats;
   std::string out;

@@ -88,8 +88,8 @@ std::vector<std::string> PipelinePassNames();
 // Counts the copies and delegates of an already lowered program.
 LowerStats CountStats(const Program& program);
 
-// The `--report=json` object: {"ok", "diagnostics", "stats"}.
-std::string ReportJson(const LowerResult& result);
+// The `--report=json` object is ReportJson(LowerReportToProto(result))
+// (report_io.h).
 // The short human summary (delegates per device, copies per call and their
 // bytes, arena sizes), then the diagnostics in text form.
 std::string ReportText(const LowerResult& result, std::string_view file);

@@ -944,4 +944,14 @@ std::string SerializeProgram(const v1::Program& program, FileFormat format) {
   return ToText(program);
 }
 
+int64_t CountNodes(const v1::Program& program) {
+  int64_t nodes = 0;
+  for (const v1::Method& method : program.methods())
+    nodes += method.nodes_size();
+  for (const v1::LoweredModule& module : program.modules()) {
+    nodes += module.graph().nodes_size();
+  }
+  return nodes;
+}
+
 }  // namespace ferry

@@ -3,6 +3,7 @@
 #ifndef FERRY_PASSES_PROTO_IO_H_
 #define FERRY_PASSES_PROTO_IO_H_
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -56,6 +57,10 @@ std::string ToText(const v1::Program& program);
 std::string ToText(const v1::LowerRequest& request);
 // Serializes `program` in `format`; deterministic.
 std::string SerializeProgram(const v1::Program& program, FileFormat format);
+
+// Every node of every method and lowered-module graph (the service's
+// `max_nodes` limit), counted without importing the program.
+int64_t CountNodes(const v1::Program& program);
 
 }  // namespace ferry
 

@@ -217,12 +217,6 @@ std::string Number(double v) {
   return absl::StrFormat("%.9g", v);
 }
 
-std::string JsonNumber(double v) {
-  if (std::isnan(v)) return "\"NaN\"";
-  if (std::isinf(v)) return v > 0 ? "\"Infinity\"" : "\"-Infinity\"";
-  return absl::StrFormat("%.17g", v);
-}
-
 }  // namespace
 
 std::string VerifyReport::Summary() const {
@@ -258,32 +252,6 @@ std::string VerifyReport::Summary() const {
                     Number(c.atol), ", rtol ", Number(c.rtol), ")\n");
   }
   return text;
-}
-
-std::string VerifyReport::ToJson() const {
-  std::vector<std::string> items;
-  for (const OutputComparison& c : outputs) {
-    items.push_back(absl::StrCat(
-        "{\"method\":\"", JsonEscape(c.method),
-        "\",\"output_index\":", c.output_index, ",\"dtype\":\"", c.dtype,
-        "\",\"match\":", c.match ? "true" : "false",
-        ",\"mismatched_elements\":", c.mismatched_elements,
-        ",\"first_mismatch_index\":", c.first_mismatch_index,
-        ",\"expected_value\":", JsonNumber(c.expected_value),
-        ",\"actual_value\":", JsonNumber(c.actual_value),
-        ",\"max_abs_error\":", JsonNumber(c.max_abs_error),
-        ",\"max_rel_error\":", JsonNumber(c.max_rel_error), ",\"atol\":",
-        JsonNumber(c.atol), ",\"rtol\":", JsonNumber(c.rtol), "}"));
-  }
-  std::vector<std::string> fallbacks;
-  for (const HostFallback& f : host_fallbacks)
-    fallbacks.push_back(absl::StrCat("{\"op\":\"", JsonEscape(f.op),
-                                     "\",\"count\":", f.count, "}"));
-  return absl::StrCat("{\"ok\":", ok ? "true" : "false", ",\"device\":\"",
-                      JsonEscape(device), "\",\"error\":\"", JsonEscape(error),
-                      "\",\"outputs\":[", absl::StrJoin(items, ","),
-                      "],\"host_fallbacks\":[", absl::StrJoin(fallbacks, ","),
-                      "]}");
 }
 
 // Replaces generated inputs of `method` with the caller's values.

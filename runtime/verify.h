@@ -101,11 +101,8 @@ struct VerifyReport {
   std::vector<GivenInput> lowered_outputs;
 
   // One line per output, after a headline ("verify on sim: OK ...").
+  // The JSON form is ReportJson(VerifyReportToProto(report)) (verify_io.h).
   std::string Summary() const;
-  // {"ok", "device", "error", "outputs": [{...}], "host_fallbacks":
-  // [{"op", "count"}]}; non-finite numbers are
-  // written as the strings "NaN", "Infinity", "-Infinity".
-  std::string ToJson() const;
 };
 
 // The tolerances floats are compared with on `device` ("sim" or "cuda");

@@ -19,11 +19,12 @@
 #include "passes/ir.h"
 #include "passes/pipeline.h"
 #include "passes/proto_io.h"
+#include "passes/report_io.h"
 #include "runtime/ops/backend_ops.h"
 #include "runtime/verify.h"
+#include "runtime/verify_io.h"
 #include "server/rpc_errors.h"
 #include "server/version.h"
-#include "server/wire_convert.h"
 
 namespace ferry {
 
@@ -116,33 +117,6 @@ void RestoreBlobRefs(const v1::Program& original, v1::Program& lowered) {
     }
     constant.clear_data();
     *constant.mutable_data_digest() = *blob->second;
-  }
-}
-
-void ReportToProto(const VerifyReport& report, v1::VerificationReport* out) {
-  out->set_ok(report.ok);
-  out->set_device(report.device);
-  out->set_error(report.error);
-  out->set_summary(report.Summary());
-  for (const HostFallback& fallback : report.host_fallbacks) {
-    v1::HostFallback* wire = out->add_host_fallbacks();
-    wire->set_op(fallback.op);
-    wire->set_count(fallback.count);
-  }
-  for (const OutputComparison& comparison : report.outputs) {
-    v1::OutputComparison* wire = out->add_outputs();
-    wire->set_method(comparison.method);
-    wire->set_output_index(static_cast<int32_t>(comparison.output_index));
-    wire->set_dtype(std::string(comparison.dtype));
-    wire->set_match(comparison.match);
-    wire->set_mismatched_elements(comparison.mismatched_elements);
-    wire->set_first_mismatch_index(comparison.first_mismatch_index);
-    wire->set_expected_value(comparison.expected_value);
-    wire->set_actual_value(comparison.actual_value);
-    wire->set_max_abs_error(comparison.max_abs_error);
-    wire->set_max_rel_error(comparison.max_rel_error);
-    wire->set_atol(comparison.atol);
-    wire->set_rtol(comparison.rtol);
   }
 }
 
@@ -246,22 +220,21 @@ class CompilerService::Call final : public grpc::ServerUnaryReactor {
     absl::string_view code = StatusCodeName(status.error_code());
     service_.metrics_.RecordRequest(method_, code,
                                     MillisBetween(arrival_, now) / 1000);
-    LogLine line("rpc");
-    line.Str("request_id", request_id_)
-        .Str("method", method_)
-        .Str("code", code)
-        .Str("outcome",
-             outcome_.empty() ? absl::AsciiStrToLower(code) : outcome_)
-        .Num("duration_ms", MillisBetween(arrival_, now));
+    LogLine line = NewLogLine("rpc");
+    line.set_request_id(request_id_);
+    line.set_method(method_);
+    line.set_code(std::string(code));
+    line.set_outcome(outcome_.empty() ? absl::AsciiStrToLower(code) : outcome_);
+    line.set_duration_ms(MillisBetween(arrival_, now));
     if (job_start_ != Clock::time_point()) {
-      line.Num("queue_ms", MillisBetween(arrival_, job_start_));
+      line.set_queue_ms(MillisBetween(arrival_, job_start_));
     }
-    if (nodes_ >= 0) line.Int("nodes", nodes_);
-    if (!status.ok()) line.Str("error", status.error_message());
-    line.Str("peer", context_->peer());
+    if (nodes_ >= 0) line.set_nodes(nodes_);
+    if (!status.ok()) line.set_error(status.error_message());
+    line.set_peer(context_->peer());
     if (std::string trace = Metadata(*context_, "traceparent");
         !trace.empty()) {
-      line.Str("traceparent", trace);
+      line.set_traceparent(trace);
     }
     service_.logger_.Write(line);
   }
@@ -746,11 +719,11 @@ std::shared_ptr<const v1::LowerResponse> CompilerService::SharedLookup(
   SharedResultCache::Found found = shared_cache_->Get(key);
   metrics_.RecordSharedCache(SharedResultCache::OutcomeName(found.outcome));
   if (found.outcome == SharedResultCache::Outcome::kCorrupt) {
-    logger_.Write(
-        LogLine("shared_cache")
-            .Str("level", "warning")
-            .Str("request_digest", key)
-            .Str("error", "stored value does not verify; recomputing"));
+    LogLine line = NewLogLine("shared_cache");
+    line.set_level("warning");
+    line.set_request_digest(key);
+    line.set_error("stored value does not verify; recomputing");
+    logger_.Write(line);
   }
   if (found.outcome != SharedResultCache::Outcome::kHit) return nullptr;
   auto response =
@@ -1108,7 +1081,7 @@ void CompilerService::RunVerify(Call* call, const v1::VerifyRequest& request,
     call->Complete(call->Unwanted("while verifying"));
     return;
   }
-  ReportToProto(*report, response->mutable_report());
+  *response->mutable_report() = VerifyReportToProto(*report);
   response->set_device(report->device);
   response->set_ok(report->ok);
   if (request.include_program()) {
@@ -1428,13 +1401,13 @@ class CompilerService::UploadCall final
     absl::string_view code = StatusCodeName(status.error_code());
     service_.metrics_.RecordRequest(
         "UploadBlob", code, MillisBetween(arrival_, Clock::now()) / 1000);
-    LogLine line("rpc");
-    line.Str("method", "UploadBlob")
-        .Str("code", code)
-        .Str("blob", BlobSubject(digest_))
-        .Num("duration_ms", MillisBetween(arrival_, Clock::now()));
-    if (!status.ok()) line.Str("error", status.error_message());
-    line.Str("peer", context_->peer());
+    LogLine line = NewLogLine("rpc");
+    line.set_method("UploadBlob");
+    line.set_code(std::string(code));
+    line.set_blob(BlobSubject(digest_));
+    line.set_duration_ms(MillisBetween(arrival_, Clock::now()));
+    if (!status.ok()) line.set_error(status.error_message());
+    line.set_peer(context_->peer());
     service_.logger_.Write(line);
     Finish(status);
   }

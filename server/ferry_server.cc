@@ -264,24 +264,24 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(
     server->metrics_http_ = *std::move(metrics_http);
   }
 
-  LogLine line("start");
-  line.Str("version", kCompilerVersion)
-      .Str("listen", server->address_)
-      .Str("metrics", server->metrics_address())
-      .Bool("tls", !config.tls_cert.empty())
-      .Bool("mtls", !config.tls_client_ca.empty())
-      .Bool("token", !config.token_file.empty())
-      .Int("workers", config.workers)
-      .Int("queue_depth", config.queue_depth)
-      .Int("max_message_bytes", config.max_message_bytes)
-      .Str("shared_cache", config.cache_redis)
-      .Str("blob_store", !config.cache_redis.empty() ? "redis"
-                         : !config.blob_dir.empty()  ? "disk"
-                                                     : "")
-      .Int("max_connection_age_ms", config.max_connection_age.count())
-      .Int("cache_bytes", config.cache_bytes)
-      .Str("devices", devices)
-      .Bool("gpu", cuda_available);
+  LogLine line = NewLogLine("start");
+  line.set_version(kCompilerVersion);
+  line.set_listen(server->address_);
+  line.set_metrics(server->metrics_address());
+  line.set_tls(!config.tls_cert.empty());
+  line.set_mtls(!config.tls_client_ca.empty());
+  line.set_token(!config.token_file.empty());
+  line.set_workers(config.workers);
+  line.set_queue_depth(config.queue_depth);
+  line.set_max_message_bytes(config.max_message_bytes);
+  line.set_shared_cache(config.cache_redis);
+  line.set_blob_store(!config.cache_redis.empty() ? "redis"
+                      : !config.blob_dir.empty()  ? "disk"
+                                                  : "");
+  line.set_max_connection_age_ms(config.max_connection_age.count());
+  line.set_cache_bytes(config.cache_bytes);
+  line.set_devices(devices);
+  line.set_gpu(cuda_available);
   server->logger_->Write(line);
   return server;
 }
@@ -298,10 +298,10 @@ bool FerryServer::Drain(std::chrono::milliseconds grace) {
   if (drained_ || server_ == nullptr) return drain_clean_;
   drained_ = true;
   auto start = std::chrono::steady_clock::now();
-  logger_->Write(
-      LogLine("drain")
-          .Int("grace_ms", grace.count())
-          .Int("in_flight", executor_->queued() + executor_->running()));
+  LogLine drain = NewLogLine("drain");
+  drain.set_grace_ms(grace.count());
+  drain.set_in_flight(executor_->queued() + executor_->running());
+  logger_->Write(drain);
   // 1. Readiness fails, so endpoints stop sending new work. Liveness ("")
   // stays SERVING: a draining pod is healthy and must not be restarted.
   grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
@@ -330,10 +330,11 @@ bool FerryServer::Drain(std::chrono::milliseconds grace) {
   double elapsed_ms = std::chrono::duration<double, std::milli>(
                           std::chrono::steady_clock::now() - start)
                           .count();
-  logger_->Write(LogLine("stopped")
-                     .Bool("in_flight_finished", finished)
-                     .Bool("in_flight_stopped", stopped)
-                     .Num("drain_ms", elapsed_ms));
+  LogLine stopped_line = NewLogLine("stopped");
+  stopped_line.set_in_flight_finished(finished);
+  stopped_line.set_in_flight_stopped(stopped);
+  stopped_line.set_drain_ms(elapsed_ms);
+  logger_->Write(stopped_line);
   drain_clean_ = stopped;
   return stopped;
 }

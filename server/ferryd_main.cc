@@ -23,6 +23,7 @@
 #include "server/config.h"
 #include "server/ferry_server.h"
 #include "server/rpc_errors.h"
+#include "server/request_log.h"
 #include "server/version.h"
 
 namespace {
@@ -106,8 +107,9 @@ int main(int argc, char** argv) {
   const std::chrono::milliseconds grace = command_line->config.drain_grace;
   std::thread([grace] {
     std::this_thread::sleep_for(grace + ferry::kDrainExitMargin);
-    std::cerr << "{\"event\":\"drain_timeout\",\"grace_ms\":" << grace.count()
-              << "}" << std::endl;
+    ferry::LogLine line = ferry::NewLogLine("drain_timeout");
+    line.set_grace_ms(grace.count());
+    ferry::Logger().Write(line);
     std::_Exit(0);
   }).detach();
   if (!(*server)->Drain(grace)) {

@@ -120,10 +120,11 @@ void RedisStore::Release(std::unique_ptr<Connection> connection) {
   if (down_) {
     down_ = false;
     backoff_ = std::chrono::milliseconds(0);
-    logger_.Write(LogLine("redis")
-                      .Str("level", "info")
-                      .Str("address", options_.address)
-                      .Str("state", "up"));
+    LogLine line = NewLogLine("redis");
+    line.set_level("info");
+    line.set_address(options_.address);
+    line.set_state("up");
+    logger_.Write(line);
   }
   if (static_cast<int>(idle_.size()) < options_.connections) {
     idle_.push_back(std::move(connection));
@@ -139,12 +140,13 @@ absl::Status RedisStore::Failed(absl::string_view what, absl::string_view why) {
   retry_at_ = Clock::now() + backoff_;
   if (!down_) {
     down_ = true;
-    logger_.Write(LogLine("redis")
-                      .Str("level", "warning")
-                      .Str("address", options_.address)
-                      .Str("state", "down")
-                      .Str("error", absl::StrCat(what, ": ", why))
-                      .Int("retry_ms", backoff_.count()));
+    LogLine line = NewLogLine("redis");
+    line.set_level("warning");
+    line.set_address(options_.address);
+    line.set_state("down");
+    line.set_error(absl::StrCat(what, ": ", why));
+    line.set_retry_ms(backoff_.count());
+    logger_.Write(line);
   }
   return absl::UnavailableError(
       absl::StrCat("redis ", options_.address, ": ", what, ": ", why));

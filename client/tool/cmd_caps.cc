@@ -9,15 +9,17 @@
 #include "client/tool/command_flags.h"
 #include "client/tool/commands.h"
 #include "client/tool/remote.h"
-#include "google/protobuf/util/json_util.h"
+#include "passes/report_io.h"
 
 namespace ferry::tool {
 namespace {
 
 std::string CapsUsage() {
-  return "usage: ferry caps --server ADDR [--json] [remote options]\n"
-         "Prints the server's capabilities and health. --json prints the\n"
-         "GetCapabilitiesResponse in protobuf's JSON mapping.\n"
+  return "usage: ferry caps --server ADDR [--report=text|json] "
+         "[remote options]\n"
+         "Prints the server's capabilities and health. --report=json prints\n"
+         "the GetCapabilitiesResponse instead, on one line; --json is a\n"
+         "deprecated spelling of --report=json.\n"
          "Exit 0 when the server answered, 1 when it did not, 2 on usage.\n\n" +
          RemoteFlagsHelp();
 }
@@ -46,14 +48,20 @@ std::string HealthWord(Client& client, const std::string& service) {
 
 int RunCaps(const Args& args) {
   RemoteOptions remote;
-  bool json = false;
+  std::string report = "text";
   CommandFlags flags("caps", CapsUsage());
-  flags.app().add_flag("--json", json);
+  flags.app().add_option("--report", report);
+  // Deprecated spelling of --report=json.
+  flags.app().add_flag_callback("--json", [&report] { report = "json"; });
   AddRemoteFlags(flags.app(), remote);
   if (std::optional<int> exit = flags.Parse(args)) return *exit;
   if (!remote.enabled()) {
     std::fprintf(stderr, "ferry caps: needs --server ADDR\n\n%s",
                  CapsUsage().c_str());
+    return kExitUsage;
+  }
+  if (report != "text" && report != "json") {
+    std::fputs(CapsUsage().c_str(), stderr);
     return kExitUsage;
   }
   absl::StatusOr<std::unique_ptr<Client>> client = ConnectRemote(remote);
@@ -66,17 +74,8 @@ int RunCaps(const Args& args) {
       (*client)->GetCapabilities();
   if (!caps.ok()) return ReportRpcError("caps", remote, "-", caps.status());
 
-  if (json) {
-    std::string text;
-    google::protobuf::util::JsonPrintOptions options;
-    options.add_whitespace = true;
-    options.preserve_proto_field_names = true;
-    options.always_print_primitive_fields = true;
-    if (!google::protobuf::util::MessageToJsonString(*caps, &text, options)
-             .ok()) {
-      return kExitErrors;
-    }
-    std::fputs(text.c_str(), stdout);
+  if (report == "json") {
+    std::printf("%s\n", ReportJson(*caps).c_str());
     return kExitOk;
   }
 

@@ -4,28 +4,32 @@
 #include "client/tool/command_flags.h"
 #include "client/tool/tool_common.h"
 #include "passes/options.h"
+#include "passes/report_io.h"
 #include "passes/validate.h"
 
 namespace ferry::tool {
 namespace {
 
 constexpr char kCheckUsage[] =
-    "usage: ferry check [--format=text|binary|json] "
-    "[--diagnostics-format=text|json] FILE\n"
-    "Validates FILE (a Program or LowerRequest). Exit 0 when clean or\n"
-    "warnings only, 1 on errors, 2 on usage or unreadable input.\n";
+    "usage: ferry check [--format=text|binary|json] [--report=text|json] "
+    "FILE\n"
+    "Validates FILE (a Program or LowerRequest). --report=json prints\n"
+    "{ok, diagnostics} (a ferry.v1.CheckReport) on one line;\n"
+    "--diagnostics-format is a deprecated spelling of --report.\n"
+    "Exit 0 when clean or warnings only, 1 on errors, 2 on usage or\n"
+    "unreadable input.\n";
 
 }  // namespace
 
 int RunCheck(const Args& args) {
-  std::string file, format, diagnostics_format = "text";
+  std::string file, format, report = "text";
   CommandFlags flags("check", kCheckUsage);
   flags.AddFile(file);
   flags.app().add_option("--format", format);
-  flags.app().add_option("--diagnostics-format", diagnostics_format);
+  // --diagnostics-format is the deprecated spelling of --report.
+  flags.app().add_option("--report,--diagnostics-format", report);
   if (std::optional<int> exit = flags.Parse(args)) return *exit;
-  if (file.empty() ||
-      (diagnostics_format != "text" && diagnostics_format != "json")) {
+  if (file.empty() || (report != "text" && report != "json")) {
     std::fputs(kCheckUsage, stderr);
     return kExitUsage;
   }
@@ -38,8 +42,11 @@ int RunCheck(const Args& args) {
     ResolveOptions(request.options(), program, diagnostics);
     ValidateProgram(program, diagnostics);
   }
-  if (diagnostics_format == "json") {
-    std::printf("%s\n", FormatDiagnosticsJson(diagnostics).c_str());
+  if (report == "json") {
+    v1::CheckReport check;
+    check.set_ok(!diagnostics.HasErrors());
+    DiagnosticsToProto(diagnostics, check.mutable_diagnostics());
+    std::printf("%s\n", ReportJson(check).c_str());
   } else {
     std::fputs(FormatDiagnosticsText(diagnostics, file).c_str(), stdout);
     if (diagnostics.empty()) std::printf("%s: ok\n", file.c_str());

@@ -5,6 +5,7 @@
 #include "client/tool/shared_options.h"
 #include "client/tool/tool_common.h"
 #include "passes/pipeline.h"
+#include "passes/report_io.h"
 #include "runtime/ops/backend_ops.h"
 
 namespace ferry::tool {
@@ -16,10 +17,9 @@ std::string LowerUsage() {
          "Lowers FILE (a LowerRequest, or a bare Program with default "
          "options).\n"
          "The lowered program goes to stdout (text) or to OUT (format by\n"
-         "extension). --report=json prints {ok, diagnostics, stats} on "
-         "stdout\n"
-         "and writes the program only to OUT; the text report goes to "
-         "stderr.\n"
+         "extension). --report=json prints {ok, diagnostics, stats} (a\n"
+         "ferry.v1.LowerReport) on one line on stdout and writes the program "
+         "only to\nOUT; the text report goes to stderr.\n"
          "Exit 0 when it lowers (warnings allowed), 1 on errors, 2 on usage "
          "or\nunreadable input.\n\n" +
          LoweringFlagsHelp() + "\n" + RemoteFlagsHelp();
@@ -67,7 +67,7 @@ int RunLower(const Args& args) {
     }
   }
   if (report == "json")
-    std::printf("%s\n", ReportJson(*result).c_str());
+    std::printf("%s\n", ReportJson(LowerReportToProto(*result)).c_str());
   else
     std::fputs(ReportText(*result, file).c_str(), stderr);
   return result->ok ? kExitOk : kExitErrors;

@@ -15,9 +15,11 @@
 #include "passes/diagnostics.h"
 #include "passes/pipeline.h"
 #include "passes/proto_io.h"
+#include "passes/report_io.h"
 #include "passes/validate.h"
 #include "runtime/ops/backend_ops.h"
 #include "runtime/verify.h"
+#include "runtime/verify_io.h"
 
 namespace ferry::tool {
 namespace {
@@ -207,7 +209,7 @@ int RunVerify(const Args& args) {
     if (!WriteOutput(dump_file, bytes)) return kExitUsage;
   }
   if (report == "json") {
-    std::printf("%s\n", verified->ToJson().c_str());
+    std::printf("%s\n", ReportJson(VerifyReportToProto(*verified)).c_str());
   } else {
     std::fputs(verified->Summary().c_str(), stdout);
   }

@@ -9,23 +9,25 @@
 #include "client/tool/tool_common.h"
 #include "passes/pipeline.h"
 #include "passes/proto_io.h"
+#include "passes/report_io.h"
 #include "runtime/verify.h"
-#include "server/wire_convert.h"
+#include "runtime/verify_io.h"
 
 namespace ferry::tool {
 namespace {
 
-// The wire report back into the pipeline's form, so the lead's ReportText
-// and ReportJson print it exactly as an in-process run would.
-LowerResult ResultFromResponse(
+// The response's report, as the in-process run reports it: the same
+// message for --report=json, and the pipeline's form (LowerResultFromProto)
+// for ReportText.
+v1::LowerReport ReportOfResponse(
     bool ok,
     const google::protobuf::RepeatedPtrField<v1::Diagnostic>& diagnostics,
     const v1::LowerStats& stats) {
-  LowerResult result;
-  result.ok = ok;
-  result.diagnostics = DiagnosticsFromProto(diagnostics);
-  result.stats = StatsFromProto(stats);
-  return result;
+  v1::LowerReport report;
+  report.set_ok(ok);
+  *report.mutable_diagnostics() = diagnostics;
+  *report.mutable_stats() = stats;
+  return report;
 }
 
 // Whether `diagnostics` hold an import or validation error (FERRY-E01xx to
@@ -41,32 +43,6 @@ bool HasImportOrValidationError(const Diagnostics& diagnostics) {
     }
   }
   return false;
-}
-
-VerifyReport ReportFromProto(const v1::VerificationReport& wire) {
-  VerifyReport report;
-  report.ok = wire.ok();
-  report.device = wire.device();
-  report.error = wire.error();
-  for (const v1::OutputComparison& output : wire.outputs()) {
-    OutputComparison comparison;
-    comparison.method = output.method();
-    comparison.output_index = output.output_index();
-    comparison.dtype = output.dtype();
-    comparison.match = output.match();
-    comparison.mismatched_elements = output.mismatched_elements();
-    comparison.first_mismatch_index = output.first_mismatch_index();
-    comparison.expected_value = output.expected_value();
-    comparison.actual_value = output.actual_value();
-    comparison.max_abs_error = output.max_abs_error();
-    comparison.max_rel_error = output.max_rel_error();
-    comparison.atol = output.atol();
-    comparison.rtol = output.rtol();
-    report.outputs.push_back(std::move(comparison));
-  }
-  for (const v1::HostFallback& fallback : wire.host_fallbacks())
-    report.host_fallbacks.push_back({fallback.op(), fallback.count()});
-  return report;
 }
 
 }  // namespace
@@ -185,12 +161,12 @@ int RemoteLower(const RemoteOptions& remote, const v1::LowerRequest& request,
       if (!WriteOutput("-", ToText(response->program()))) return kExitUsage;
     }
   }
-  LowerResult result = ResultFromResponse(
+  v1::LowerReport lowered = ReportOfResponse(
       response->ok(), response->diagnostics(), response->stats());
   if (report == "json") {
-    std::printf("%s\n", ReportJson(result).c_str());
+    std::printf("%s\n", ReportJson(lowered).c_str());
   } else {
-    std::fputs(ReportText(result, file).c_str(), stderr);
+    std::fputs(ReportText(LowerResultFromProto(lowered), file).c_str(), stderr);
   }
   return response->ok() ? kExitOk : kExitErrors;
 }
@@ -217,17 +193,19 @@ int RemoteVerify(const RemoteOptions& remote, const v1::LowerRequest& request,
   if (!response->lowered()) {
     // A malformed program or one that failed to compile: its diagnostics
     // are in the body, printed as the in-process tool prints them.
-    LowerResult result =
-        ResultFromResponse(false, response->diagnostics(), response->stats());
+    LowerResult result = LowerResultFromProto(
+        ReportOfResponse(false, response->diagnostics(), response->stats()));
     std::fputs(HasImportOrValidationError(result.diagnostics)
                    ? FormatDiagnosticsText(result.diagnostics, file).c_str()
                    : ReportText(result, file).c_str(),
                stderr);
     return kExitErrors;
   }
-  VerifyReport verified = ReportFromProto(response->report());
+  // Printed from the in-memory form, as the in-process run prints it (the
+  // summary is recomputed, not taken from the wire).
+  VerifyReport verified = VerifyReportFromProto(response->report());
   if (report == "json") {
-    std::printf("%s\n", verified.ToJson().c_str());
+    std::printf("%s\n", ReportJson(VerifyReportToProto(verified)).c_str());
   } else {
     std::fputs(verified.Summary().c_str(), stdout);
   }

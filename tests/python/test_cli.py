@@ -11,9 +11,9 @@ import frontend_util as util
 
 
 def unknown_operators(path):
-    done = util.ferry("check", "--diagnostics-format=json", path)
+    done = util.ferry("check", "--report=json", path)
     report = json.loads(done.stdout)
-    items = report["diagnostics"] if isinstance(report, dict) else report
+    items = report["diagnostics"]
     return done.returncode, items
 
 
@@ -63,7 +63,7 @@ class CliTest(unittest.TestCase):
                                  "--schemas=never")
             self.assertEqual(done.returncode, 0, done.stderr)
             rc, items = unknown_operators(out)
-            errors = [d for d in items if d["severity"] == "error"]
+            errors = [d for d in items if d["severity"] == "ERROR"]
             for d in errors:
                 self.assertEqual(d["code"], "FERRY-E0110", d)
             report[name] = sorted({d["message"].split("'")[1] for d in errors})

@@ -14,7 +14,9 @@
 #include "passes/pipeline.h"
 #include "passes/place_and_copy.h"
 #include "passes/proto_io.h"
+#include "passes/report_io.h"
 #include "passes/validate.h"
+#include "runtime/verify_io.h"
 #include "tests/runtime/test_util.h"
 #include "tests/support/files.h"
 
@@ -278,15 +280,23 @@ TEST(VerifyTest, ReportsAsJsonAndText) {
   c.rtol = 1e-5;
   report.outputs.push_back(c);
   EXPECT_EQ(
-      report.ToJson(),
+      ReportJson(VerifyReportToProto(report)),
       "{\"ok\":false,\"device\":\"sim\",\"error\":\"\",\"outputs\":[{"
       "\"method\":\"forward\","
       "\"output_index\":0,\"dtype\":\"f32\",\"match\":false,\"mismatched_"
-      "elements\":2,"
-      "\"first_mismatch_index\":3,\"expected_value\":0.5,\"actual_value\":"
+      "elements\":\"2\","
+      "\"first_mismatch_index\":\"3\",\"expected_value\":0.5,\"actual_value\":"
       "\"NaN\","
-      "\"max_abs_error\":1,\"max_rel_error\":0,\"atol\":1.0000000000000001e-05,"
-      "\"rtol\":1.0000000000000001e-05}],\"host_fallbacks\":[]}");
+      "\"max_abs_error\":1,\"max_rel_error\":0,\"atol\":1e-05,"
+      "\"rtol\":1e-05}],\"summary\":\"verify on sim: MISMATCH\\n  forward "
+      "output 0 (f32): 2 element(s) differ; first at index 3: expected 0.5, "
+      "got nan; max abs error 1, max rel error 0 (atol 1e-05, rtol "
+      "1e-05)\\n\",\"host_fallbacks\":[]}");
+  // The wire form reads back into the same report.
+  VerifyReport back = VerifyReportFromProto(VerifyReportToProto(report));
+  EXPECT_EQ(back.Summary(), report.Summary());
+  EXPECT_EQ(ReportJson(VerifyReportToProto(back)),
+            ReportJson(VerifyReportToProto(report)));
   EXPECT_EQ(report.Summary(),
             "verify on sim: MISMATCH\n"
             "  forward output 0 (f32): 2 element(s) differ; first at index 3: "

@@ -19,7 +19,6 @@
 #include "server/compiler_service.h"
 #include "server/metrics.h"
 #include "server/version.h"
-#include "server/wire_convert.h"
 #include "tests/service/service_test_support.h"
 
 namespace ferry::testing {

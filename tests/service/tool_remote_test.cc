@@ -59,9 +59,9 @@ class ToolRemoteTest : public ::testing::Test {
     return Run{code, out, ReadFile(err_path)};
   }
 
-  // Pass timings differ between runs: "micros":123 -> "micros":0.
+  // Pass timings differ between runs: "micros":"123" -> "micros":"0".
   static std::string WithoutTimings(const std::string& text) {
-    const std::string key = "\"micros\":";
+    const std::string key = "\"micros\":\"";
     std::string out;
     size_t at = 0;
     for (size_t found; (found = text.find(key, at)) != std::string::npos;) {
@@ -92,6 +92,8 @@ TEST_F(ToolRemoteTest, LowerPrintsWhatTheInProcessToolPrints) {
   Run local_json = Tool({"lower", "--report=json", file});
   Run remote_json =
       Tool({"lower", "--report=json", "--server=" + address_, file});
+  EXPECT_NE(local_json.out.find("\"micros\":\""), std::string::npos)
+      << local_json.out;
   EXPECT_EQ(WithoutTimings(remote_json.out), WithoutTimings(local_json.out));
 }
 
@@ -128,6 +130,13 @@ TEST_F(ToolRemoteTest, VerifyOnSimMatchesTheInProcessTool) {
   EXPECT_EQ(local.exit_code, 0);
   EXPECT_EQ(remote.exit_code, 0) << remote.err;
   EXPECT_EQ(remote.out, local.out);
+  Run local_json =
+      Tool({"verify", "--device=sim", "--seed", "3", "--report=json", file});
+  Run remote_json = Tool({"verify", "--device=sim", "--seed", "3",
+                          "--report=json", "--server", address_, file});
+  EXPECT_EQ(local_json.exit_code, 0);
+  EXPECT_EQ(remote_json.exit_code, 0) << remote_json.err;
+  EXPECT_EQ(remote_json.out, local_json.out);
 }
 
 TEST_F(ToolRemoteTest, MalformedProgramAndMissingDeviceExitCodes) {
@@ -257,9 +266,13 @@ TEST_F(ToolRemoteTest, CapsPrintsLimitsAndHealth) {
                           "expansion 16x, memory 3072 MiB"),
             std::string::npos)
       << caps.out;
-  Run json = Tool({"caps", "--json", "--server", address_});
+  Run json = Tool({"caps", "--report=json", "--server", address_});
   EXPECT_EQ(json.exit_code, 0);
   EXPECT_NE(json.out.find("\"max_request_bytes\""), std::string::npos);
+  // The deprecated spelling still works.
+  Run old_flag = Tool({"caps", "--json", "--server", address_});
+  EXPECT_EQ(old_flag.exit_code, 0);
+  EXPECT_NE(old_flag.out.find("\"max_request_bytes\""), std::string::npos);
   Run no_server = Tool({"caps"});
   EXPECT_EQ(no_server.exit_code, 2);
 }

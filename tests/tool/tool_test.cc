@@ -69,12 +69,18 @@ TEST_F(ToolTest, CheckNamesTheNodeAndTheProblemInTextAndJson) {
             std::string::npos)
       << text.out;
   EXPECT_NE(text.out.find("'missing'"), std::string::npos);
-  ToolRun json = Ferry("check --diagnostics-format=json " + file, false);
+  ToolRun json = Ferry("check --report=json " + file, false);
   EXPECT_EQ(json.exit_code, 1);
-  EXPECT_NE(json.out.find("\"code\":\"FERRY-E0102\""), std::string::npos)
+  EXPECT_EQ(json.out.rfind("{\"ok\":false,\"diagnostics\":[{\"severity\":"
+                           "\"ERROR\",\"code\":\"FERRY-E0102\"",
+                           0),
+            0u)
       << json.out;
   EXPECT_NE(json.out.find("\"nodes\":[\"relu_1\""), std::string::npos);
-  EXPECT_EQ(json.out.front(), '[');
+  // The deprecated spelling prints the same.
+  ToolRun old_flag = Ferry("check --diagnostics-format=json " + file, false);
+  EXPECT_EQ(old_flag.exit_code, 1);
+  EXPECT_EQ(old_flag.out, json.out);
 }
 
 TEST_F(ToolTest, GarbageEmptyAndTruncatedInputIsExitTwoNeverACrash) {
@@ -140,8 +146,8 @@ TEST_F(ToolTest, LowerWritesTheProgramAndAReport) {
                     false);
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_EQ(r.out.rfind("{\"ok\":true", 0), 0u) << r.out;
-  EXPECT_NE(r.out.find("\"h2d_copies\":4"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("\"d2h_copies\":2"), std::string::npos);
+  EXPECT_NE(r.out.find("\"h2d_copies\":\"4\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"d2h_copies\":\"2\""), std::string::npos);
   EXPECT_NE(r.out.find("\"name\":\"place_and_copy\""), std::string::npos);
   // The written program is a valid, already-lowered program.
   ToolRun check = Ferry("check " + out);
@@ -161,7 +167,8 @@ TEST_F(ToolTest, LowerFlagsOverrideTheRequest) {
                 Example("two_delegates.textproto"),
             false);
   ASSERT_EQ(r.exit_code, 0) << r.out;
-  EXPECT_NE(r.out.find("\"h2d_copies\":0,\"d2h_copies\":0"), std::string::npos)
+  EXPECT_NE(r.out.find("\"h2d_copies\":\"0\",\"d2h_copies\":\"0\""),
+            std::string::npos)
       << r.out;
   ToolRun bad = Ferry("lower --skip-h2d-inputs --no-device-memory-planning " +
                       Example("two_delegates.textproto"));
@@ -174,32 +181,33 @@ TEST_F(ToolTest, AllowAndDenyOpFlagsNarrowTheCapabilityPartitioner) {
   // Without a list: mm, gelu and softmax form one cuda:0 delegate.
   ToolRun all = Ferry("lower --report=json " + file, false);
   ASSERT_EQ(all.exit_code, 0) << all.out;
-  EXPECT_NE(all.out.find("\"delegates\":1,"), std::string::npos) << all.out;
+  EXPECT_NE(all.out.find("\"delegates\":\"1\","), std::string::npos) << all.out;
   // gelu denied stays on the host and splits the delegate in two, with a
   // D2H before it and an H2D after it.
   ToolRun denied =
       Ferry("lower --report=json --deny-op aten::gelu " + file, false);
   ASSERT_EQ(denied.exit_code, 0) << denied.out;
-  EXPECT_NE(denied.out.find("\"h2d_copies\":2,\"d2h_copies\":2"),
+  EXPECT_NE(denied.out.find("\"h2d_copies\":\"2\",\"d2h_copies\":\"2\""),
             std::string::npos)
       << denied.out;
-  EXPECT_NE(denied.out.find("\"delegates\":2,"), std::string::npos);
+  EXPECT_NE(denied.out.find("\"delegates\":\"2\","), std::string::npos);
   // The =VALUE form and repetition: denying mm too leaves only softmax.
   ToolRun two = Ferry(
       "lower --report=json --deny-op=aten::gelu --deny-op aten::mm " + file,
       false);
   ASSERT_EQ(two.exit_code, 0) << two.out;
-  EXPECT_NE(two.out.find("\"delegates\":1,"), std::string::npos) << two.out;
-  EXPECT_NE(two.out.find("\"h2d_copies\":1,\"d2h_copies\":1"),
+  EXPECT_NE(two.out.find("\"delegates\":\"1\","), std::string::npos) << two.out;
+  EXPECT_NE(two.out.find("\"h2d_copies\":\"1\",\"d2h_copies\":\"1\""),
             std::string::npos)
       << two.out;
-  EXPECT_NE(two.out.find("\"h2d_bytes_per_call\":32"), std::string::npos);
+  EXPECT_NE(two.out.find("\"h2d_bytes_per_call\":\"32\""), std::string::npos);
   // --allow-op: only mm is claimed; gelu and softmax run on the host.
   ToolRun allowed =
       Ferry("lower --report=json --allow-op aten::mm " + file, false);
   ASSERT_EQ(allowed.exit_code, 0) << allowed.out;
-  EXPECT_NE(allowed.out.find("\"delegates\":1,"), std::string::npos);
-  EXPECT_NE(allowed.out.find("\"d2h_bytes_per_call\":32"), std::string::npos)
+  EXPECT_NE(allowed.out.find("\"delegates\":\"1\","), std::string::npos);
+  EXPECT_NE(allowed.out.find("\"d2h_bytes_per_call\":\"32\""),
+            std::string::npos)
       << allowed.out;
   // Unknown operators are the pipeline's error; a missing value is usage.
   ToolRun unknown = Ferry("lower --deny-op aten::bogus " + file);

@@ -36,18 +36,17 @@ def unknown_operators(program, tool):
             f.write(probe.SerializeToString())
         try:
             done = subprocess.run(
-                [tool, "check", "--diagnostics-format=json", path],
+                [tool, "check", "--report=json", path],
                 capture_output=True, text=True, timeout=300)
         except (OSError, subprocess.TimeoutExpired) as e:
             raise FerryError(f"cannot run {tool} check: {e}",
                              exit_code=2) from None
     try:
-        report = json.loads(done.stdout or "[]")
+        report = json.loads(done.stdout or "{}")
     except ValueError:
         raise FerryError(f"{tool} check printed no JSON diagnostics: "
                          f"{done.stderr.strip()}", exit_code=2) from None
-    items = report.get("diagnostics", []) if isinstance(report,
-                                                        dict) else report
+    items = report.get("diagnostics", [])
     unknown = set()
     for d in items:
         if d.get("code") == UNKNOWN_OPERATOR:

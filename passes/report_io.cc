@@ -1,8 +1,15 @@
-#include "server/wire_convert.h"
+#include "passes/report_io.h"
 
 #include <algorithm>
+#include <memory>
+#include <utility>
 
-#include "ferry/v1/program.pb.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "google/protobuf/util/json_util.h"
+#include "google/protobuf/util/type_resolver.h"
+#include "google/protobuf/util/type_resolver_util.h"
 
 namespace ferry {
 namespace {
@@ -29,6 +36,8 @@ Severity SeverityFromProto(v1::Severity severity) {
       return Severity::kError;
   }
 }
+
+constexpr char kTypeUrlPrefix[] = "type.googleapis.com";
 
 }  // namespace
 
@@ -112,14 +121,55 @@ LowerStats StatsFromProto(const v1::LowerStats& stats) {
   return result;
 }
 
-int64_t CountNodes(const v1::Program& program) {
-  int64_t nodes = 0;
-  for (const v1::Method& method : program.methods())
-    nodes += method.nodes_size();
-  for (const v1::LoweredModule& module : program.modules()) {
-    nodes += module.graph().nodes_size();
+v1::LowerReport LowerReportToProto(const LowerResult& result) {
+  v1::LowerReport report;
+  report.set_ok(result.ok);
+  DiagnosticsToProto(result.diagnostics, report.mutable_diagnostics());
+  StatsToProto(result.stats, report.mutable_stats());
+  return report;
+}
+
+LowerResult LowerResultFromProto(const v1::LowerReport& report) {
+  LowerResult result;
+  result.ok = report.ok();
+  result.diagnostics = DiagnosticsFromProto(report.diagnostics());
+  result.stats = StatsFromProto(report.stats());
+  return result;
+}
+
+std::string ReportJson(const google::protobuf::Message& report) {
+  namespace pb = google::protobuf;
+  // MessageToJsonString serializes without determinism, which prints map
+  // entries in hash order; serializing here first sorts them by key.
+  std::string bytes;
+  {
+    pb::io::StringOutputStream stream(&bytes);
+    pb::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    report.SerializeToCodedStream(&coded);
   }
-  return nodes;
+  const pb::DescriptorPool* pool = report.GetDescriptor()->file()->pool();
+  static pb::util::TypeResolver* const generated =
+      pb::util::NewTypeResolverForDescriptorPool(
+          kTypeUrlPrefix, pb::DescriptorPool::generated_pool());
+  std::unique_ptr<pb::util::TypeResolver> other;
+  pb::util::TypeResolver* resolver = generated;
+  if (pool != pb::DescriptorPool::generated_pool()) {
+    other.reset(
+        pb::util::NewTypeResolverForDescriptorPool(kTypeUrlPrefix, pool));
+    resolver = other.get();
+  }
+  pb::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = true;
+  std::string json;
+  // Cannot fail: the bytes are the message's own serialization and the
+  // resolver knows its type.
+  (void)pb::util::BinaryToJsonString(
+      resolver,
+      std::string(kTypeUrlPrefix) + "/" + report.GetDescriptor()->full_name(),
+      bytes, &json, options);
+  return json;
 }
 
 }  // namespace ferry
