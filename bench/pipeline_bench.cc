@@ -12,8 +12,8 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "google/protobuf/arena.h"
 #include "ferry/v1/program.pb.h"
+#include "google/protobuf/arena.h"
 #include "passes/pipeline.h"
 #include "passes/proto_io.h"
 
@@ -114,9 +114,11 @@ void BM_Pipeline(benchmark::State& state) {
   for (auto _ : state) {
     // As the service does: protobuf messages live on an arena.
     google::protobuf::Arena arena;
-    auto* parsed = google::protobuf::Arena::CreateMessage<v1::LowerRequest>(&arena);
+    auto* parsed =
+        google::protobuf::Arena::CreateMessage<v1::LowerRequest>(&arena);
     bool bare = false;
-    if (!ParseRequest(bytes, FileFormat::kBinary, "bench", parsed, &bare).ok()) {
+    if (!ParseRequest(bytes, FileFormat::kBinary, "bench", parsed, &bare)
+             .ok()) {
       state.SkipWithError("parse failed");
       return;
     }
@@ -137,8 +139,9 @@ void BM_Pipeline(benchmark::State& state) {
     ratio = bound ? static_cast<double>(size) / bound : 1.0;
   }
   state.counters["nodes"] = static_cast<double>(nodes);
-  state.counters["nodes_per_s"] = benchmark::Counter(
-      static_cast<double>(nodes), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["nodes_per_s"] =
+      benchmark::Counter(static_cast<double>(nodes),
+                         benchmark::Counter::kIsIterationInvariantRate);
   state.counters["arena_over_bound"] = ratio;
   for (const PassTiming& p : passes)
     state.counters[p.name + "_Mnodes_per_s"] =

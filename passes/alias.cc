@@ -4,7 +4,6 @@
 #include <map>
 
 #include "absl/container/flat_hash_map.h"
-
 #include "passes/schema.h"
 #include "passes/shape_rules.h"
 
@@ -54,8 +53,7 @@ StorageRoots::StorageRoots(const Method& method)
 }
 
 ValueId StorageRoots::RootOf(ValueId v) const {
-  if (v.node < 0 || v.node >= static_cast<int32_t>(node_root_.size()))
-    return v;
+  if (v.node < 0 || v.node >= static_cast<int32_t>(node_root_.size())) return v;
   if (v.element >= 0) return v;  // tuple elements own their storage
   return node_root_[v.node];
 }
@@ -97,10 +95,12 @@ std::vector<std::vector<int32_t>> EffectDependencies(
     for (const ValueId& root : read_roots) {
       auto it = state.find(root);
       if (it == state.end()) continue;
-      if (it->second.last_writer >= 0) deps[i].push_back(it->second.last_writer);
+      if (it->second.last_writer >= 0)
+        deps[i].push_back(it->second.last_writer);
     }
     std::vector<ValueId> written;
-    for (const ValueId& w : roots.WrittenBy(i)) written.push_back(roots.RootOf(w));
+    for (const ValueId& w : roots.WrittenBy(i))
+      written.push_back(roots.RootOf(w));
     for (const ValueId& root : written) {
       State& s = state[root];
       if (s.last_writer >= 0) deps[i].push_back(s.last_writer);
@@ -110,7 +110,8 @@ std::vector<std::vector<int32_t>> EffectDependencies(
       s.last_writer = i;
     }
     for (const ValueId& root : read_roots) {
-      bool writes = std::find(written.begin(), written.end(), root) != written.end();
+      bool writes =
+          std::find(written.begin(), written.end(), root) != written.end();
       if (!writes) state[root].readers_since_write.push_back(i);
     }
     std::sort(deps[i].begin(), deps[i].end());

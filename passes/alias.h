@@ -31,9 +31,9 @@ class StorageRoots {
   bool IsMetadataOnly(int32_t node) const { return metadata_only_[node]; }
 
  private:
-  std::vector<ValueId> node_root_;               // per node (whole result)
-  std::vector<std::vector<ValueId>> written_;    // per node
-  std::vector<char> metadata_only_;              // per node
+  std::vector<ValueId> node_root_;             // per node (whole result)
+  std::vector<std::vector<ValueId>> written_;  // per node
+  std::vector<char> metadata_only_;            // per node
 };
 
 // Ordering that in-place writes add to the data edges: for each node, the

@@ -199,8 +199,7 @@ class AssignHomes {
       if (node.kind != NodeKind::kDelegate) continue;
       Device d = DelegateDevice(program_, node);
       if (d.is_host()) continue;  // a host delegate's results are host values
-      if (node.result == ResultKind::kTensor)
-        homes.home[ValueId{i, -1}] = d;
+      if (node.result == ResultKind::kTensor) homes.home[ValueId{i, -1}] = d;
       for (int32_t e = 0; e < static_cast<int32_t>(node.tuple.size()); ++e)
         homes.home[ValueId{i, e}] = d;
       if (!options_.skip_h2d) continue;  // inputs start on the host
@@ -221,8 +220,7 @@ class AssignHomes {
     for (int32_t i = 0; i < n; ++i) {
       const Node& node = method_.nodes[i];
       if (node.kind == NodeKind::kGetItem)
-        homes.origin.try_emplace(roots_.RootOf(ValueId{i, -1}),
-                                 ValueId{i, -1});
+        homes.origin.try_emplace(roots_.RootOf(ValueId{i, -1}), ValueId{i, -1});
     }
     return homes;
   }
@@ -346,8 +344,7 @@ class CoherenceWalk {
     if (!method_.Spec(v)) return v;  // a scalar lives nowhere in particular
     const ValueId root = roots_.RootOf(v);
     if (!NeedsDeviceCopy(v, d)) return Resident(v, root);
-    const CopyKey key{Canonical(method_, roots_, v), Version(root),
-                      d};
+    const CopyKey key{Canonical(method_, roots_, v), Version(root), d};
     // Shared by every reader at this version on this device (the policy).
     if (auto it = device_copy_.find(key); it != device_copy_.end())
       return it->second;

@@ -104,21 +104,6 @@ FERRY_HD float BFloat16BitsToFloat(uint16_t b) {
   return BitsToFloat(static_cast<uint32_t>(b) << 16);
 }
 
-// Rounds `value` to what storing it in `dtype` keeps (floats only).
-FERRY_HD double RoundToFloat(DType dtype, double value) {
-  switch (dtype) {
-    case DType::kF32:
-      return static_cast<float>(value);
-    case DType::kF16:
-      return HalfBitsToFloat(FloatToHalfBits(static_cast<float>(value)));
-    case DType::kBF16:
-      return BFloat16BitsToFloat(
-          FloatToBFloat16Bits(static_cast<float>(value)));
-    default:
-      return value;
-  }
-}
-
 template <typename T>
 FERRY_HD T LoadRaw(const void* p) {
   T v;

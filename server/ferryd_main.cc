@@ -22,8 +22,8 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "server/config.h"
 #include "server/ferry_server.h"
-#include "server/rpc_errors.h"
 #include "server/request_log.h"
+#include "server/rpc_errors.h"
 #include "server/version.h"
 
 namespace {

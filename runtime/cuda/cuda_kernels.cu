@@ -13,7 +13,6 @@
 namespace ferry::cuda {
 namespace {
 
-
 __device__ int64_t Offset(const Shape& shape, const int64_t* strides,
                           int64_t linear) {
   int64_t offset = 0;

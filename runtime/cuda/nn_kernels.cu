@@ -4,8 +4,8 @@
 #include <cmath>
 #include <cstdint>
 
-#include "runtime/cuda/nn_kernels.h"
 #include "runtime/cuda/launch.h"
+#include "runtime/cuda/nn_kernels.h"
 #include "runtime/element.h"
 
 namespace ferry::cuda {

@@ -25,9 +25,9 @@
 #include "passes/checks.h"
 #include "passes/pipeline.h"
 #include "passes/proto_io.h"
+#include "passes/report_io.h"
 #include "tests/support/files.h"
 #include "tests/support/golden.h"
-#include "passes/report_io.h"
 #ifdef FERRY_HAVE_RUNTIME
 #include "runtime/verify.h"
 #endif
@@ -108,8 +108,7 @@ class ConformanceTest : public testing::TestWithParam<std::string> {};
 
 TEST_P(ConformanceTest, MatchesGoldens) {
   const fs::path dir = fs::path(FERRY_CONFORMANCE_DIR) / GetParam();
-  const std::string request_text =
-      ReadFile(dir / "request.textproto");
+  const std::string request_text = ReadFile(dir / "request.textproto");
   const std::map<std::string, std::string> expect = Expectations(request_text);
   ASSERT_FALSE(expect.empty()) << "request has no '# expect:' line";
 

@@ -68,9 +68,9 @@ TEST(StorageRoots, MetadataOnlyComesFromTheRegistry) {
 TEST(EffectDependencies, ReadersAndWritersOfOneStorageKeepTheirOrder) {
   Program p = ParseProgram(MethodText(
       "f", Input("a") + Call("t", "aten::sin", {"a"}) +
-               Call("r1", "aten::cos", {"t"}) +       // read before the write
-               Call("w", "aten::relu_", {"t"}) +      // the write
-               Call("r2", "aten::exp", {"t"}) +       // read after it
+               Call("r1", "aten::cos", {"t"}) +   // read before the write
+               Call("w", "aten::relu_", {"t"}) +  // the write
+               Call("r2", "aten::exp", {"t"}) +   // read after it
                Output({"r1", "r2"})));
   const Method& m = p.methods[0];
   std::vector<std::vector<int32_t>> deps =

@@ -18,53 +18,88 @@ struct ImportCase {
 
 #define T "tensor { dtype: F32 sizes: 2 }"
 #define IN(n) "nodes { name: \"" n "\" input { kind: USER_INPUT } " T " }"
-#define OUT(v) "nodes { name: \"output\" output { values { value: \"" v "\" } } }"
+#define OUT(v) \
+  "nodes { name: \"output\" output { values { value: \"" v "\" } } }"
 #define METHOD(body) "methods { name: \"m\" " body " }"
 
 const ImportCase kCases[] = {
     {"EmptyName", codes::kEmptyName, "#1",
-     METHOD(IN("a") "nodes { call { op: \"aten::sin\" args { value: \"a\" } } " T " }" OUT("a"))},
-    {"DuplicateName", codes::kDuplicateName, "a", METHOD(IN("a") IN("a") OUT("a"))},
+     METHOD(
+         IN("a") "nodes { call { op: \"aten::sin\" args { value: \"a\" } } " T
+                 " }" OUT("a"))},
+    {"DuplicateName", codes::kDuplicateName, "a",
+     METHOD(IN("a") IN("a") OUT("a"))},
     {"DanglingReference", codes::kDanglingReference, "s",
-     METHOD(IN("a") "nodes { name: \"s\" call { op: \"aten::sin\" args { value: \"b\" } } " T " }" OUT("s"))},
+     METHOD(IN("a") "nodes { name: \"s\" call { op: \"aten::sin\" args { "
+                    "value: \"b\" } } " T " }" OUT("s"))},
     {"ForwardReference", codes::kForwardReference, "s",
-     METHOD(IN("a") "nodes { name: \"s\" call { op: \"aten::sin\" args { value: \"c\" } } " T " }"
-            "nodes { name: \"c\" call { op: \"aten::cos\" args { value: \"a\" } } " T " }" OUT("s"))},
+     METHOD(IN("a") "nodes { name: \"s\" call { op: \"aten::sin\" args { "
+                    "value: \"c\" } } " T " }"
+                    "nodes { name: \"c\" call { op: \"aten::cos\" args { "
+                    "value: \"a\" } } " T " }" OUT("s"))},
     {"SelfReference", codes::kForwardReference, "s",
-     METHOD(IN("a") "nodes { name: \"s\" call { op: \"aten::sin\" args { value: \"s\" } } " T " }" OUT("s"))},
+     METHOD(IN("a") "nodes { name: \"s\" call { op: \"aten::sin\" args { "
+                    "value: \"s\" } } " T " }" OUT("s"))},
     {"MissingOutput", codes::kMissingOutput, "", METHOD(IN("a"))},
-    {"OutputNotLast", codes::kOutputNotLast, "output", METHOD(IN("a") OUT("a") IN("b"))},
+    {"OutputNotLast", codes::kOutputNotLast, "output",
+     METHOD(IN("a") OUT("a") IN("b"))},
     {"GetItemOfNonTuple", codes::kGetItemOfNonTuple, "g",
-     METHOD(IN("a") "nodes { name: \"g\" getitem { source: \"a\" index: 0 } " T " }" OUT("g"))},
+     METHOD(IN("a") "nodes { name: \"g\" getitem { source: \"a\" index: 0 } " T
+                    " }" OUT("g"))},
     {"TupleIndexOutOfRange", codes::kTupleIndexOutOfRange, "g",
-     METHOD(IN("a") "nodes { name: \"d\" delegate { module: \"mod\" args { value: \"a\" } } tuple { elements { dtype: F32 sizes: 2 } } }"
-            "nodes { name: \"g\" getitem { source: \"d\" index: 3 } " T " }" OUT("g"))
-     " modules { id: \"mod\" graph { name: \"mod\" " IN("x") OUT("x") " } input_layouts { dtype: F32 sizes: 2 } returns_tuple: true }"},
+     METHOD(IN(
+         "a") "nodes { name: \"d\" delegate { module: \"mod\" args { value: "
+              "\"a\" } } tuple { elements { dtype: F32 sizes: 2 } } }"
+              "nodes { name: \"g\" getitem { source: \"d\" index: 3 } " T
+              " }" OUT(
+                  "g")) " modules { id: \"mod\" graph { name: \"mod\" " IN("x")
+         OUT("x") " } input_layouts { dtype: F32 sizes: 2 } returns_tuple: "
+                  "true }"},
     {"MissingModule", codes::kMissingModule, "d",
-     METHOD(IN("a") "nodes { name: \"d\" delegate { module: \"nowhere\" args { value: \"a\" } } " T " }" OUT("d"))},
+     METHOD(IN("a") "nodes { name: \"d\" delegate { module: \"nowhere\" args { "
+                    "value: \"a\" } } " T " }" OUT("d"))},
     {"MissingConstant", codes::kMissingConstant, "w",
-     METHOD("nodes { name: \"w\" input { kind: PARAMETER target: \"w\" } " T " }" OUT("w"))},
+     METHOD("nodes { name: \"w\" input { kind: PARAMETER target: \"w\" } " T
+            " }" OUT("w"))},
     {"UnknownOperator", codes::kUnknownOperator, "s",
-     METHOD(IN("a") "nodes { name: \"s\" call { op: \"aten::frobnicate\" args { value: \"a\" } } " T " }" OUT("s"))},
+     METHOD(IN("a") "nodes { name: \"s\" call { op: \"aten::frobnicate\" args "
+                    "{ value: \"a\" } } " T " }" OUT("s"))},
     {"BadSchema", codes::kBadSchema, "s",
-     METHOD(IN("a") "nodes { name: \"s\" call { op: \"my::op\" args { value: \"a\" } schema: \"my::op(Tensor self -> Tensor\" } " T " }" OUT("s"))},
+     METHOD(IN("a") "nodes { name: \"s\" call { op: \"my::op\" args { value: "
+                    "\"a\" } schema: \"my::op(Tensor self -> Tensor\" } " T
+                    " }" OUT("s"))},
     {"SchemaNamesAnotherOperator", codes::kBadSchema, "s",
-     METHOD(IN("a") "nodes { name: \"s\" call { op: \"my::op\" args { value: \"a\" } schema: \"my::other(Tensor self) -> Tensor\" } " T " }" OUT("s"))},
-    {"MissingNodeKind", codes::kMissingNodeKind, "k", METHOD(IN("a") "nodes { name: \"k\" " T " }" OUT("a"))},
-    {"BadResult", codes::kBadResult, "a", METHOD("nodes { name: \"a\" input { kind: USER_INPUT } }" OUT("a"))},
-    {"BadInputKind", codes::kBadInputKind, "a", METHOD("nodes { name: \"a\" input { } " T " }" OUT("a"))},
+     METHOD(IN("a") "nodes { name: \"s\" call { op: \"my::op\" args { value: "
+                    "\"a\" } schema: \"my::other(Tensor self) -> Tensor\" } " T
+                    " }" OUT("s"))},
+    {"MissingNodeKind", codes::kMissingNodeKind, "k",
+     METHOD(IN("a") "nodes { name: \"k\" " T " }" OUT("a"))},
+    {"BadResult", codes::kBadResult, "a",
+     METHOD("nodes { name: \"a\" input { kind: USER_INPUT } }" OUT("a"))},
+    {"BadInputKind", codes::kBadInputKind, "a",
+     METHOD("nodes { name: \"a\" input { } " T " }" OUT("a"))},
     {"NoMethods", codes::kNoMethods, "", ""},
     {"TupleUsedAsValue", codes::kTupleUsedAsValue, "s",
-     METHOD(IN("a") "nodes { name: \"d\" delegate { module: \"mod\" args { value: \"a\" } } tuple { elements { dtype: F32 sizes: 2 } } }"
-            "nodes { name: \"s\" call { op: \"aten::sin\" args { value: \"d\" } } " T " }" OUT("s"))
-     " modules { id: \"mod\" graph { name: \"mod\" " IN("x") OUT("x") " } input_layouts { dtype: F32 sizes: 2 } returns_tuple: true }"},
-    {"BadDType", codes::kBadDType, "a", METHOD("nodes { name: \"a\" input { kind: USER_INPUT } tensor { sizes: 2 } }" OUT("a"))},
+     METHOD(IN(
+         "a") "nodes { name: \"d\" delegate { module: \"mod\" args { value: "
+              "\"a\" } } tuple { elements { dtype: F32 sizes: 2 } } }"
+              "nodes { name: \"s\" call { op: \"aten::sin\" args { value: "
+              "\"d\" } } " T " }" OUT(
+                  "s")) " modules { id: \"mod\" graph { name: \"mod\" " IN("x")
+         OUT("x") " } input_layouts { dtype: F32 sizes: 2 } returns_tuple: "
+                  "true }"},
+    {"BadDType", codes::kBadDType, "a",
+     METHOD("nodes { name: \"a\" input { kind: USER_INPUT } tensor { sizes: 2 "
+            "} }" OUT("a"))},
     {"UnknownDeviceType", codes::kBadDevice, "a",
-     METHOD("nodes { name: \"a\" input { kind: USER_INPUT } tensor { dtype: F32 sizes: 2 device { type: \"tpu\" } } }" OUT("a"))},
+     METHOD("nodes { name: \"a\" input { kind: USER_INPUT } tensor { dtype: "
+            "F32 sizes: 2 device { type: \"tpu\" } } }" OUT("a"))},
     {"DuplicateModule", codes::kDuplicateModule, "mod",
-     METHOD(IN("a") OUT("a"))
-     " modules { id: \"mod\" graph { name: \"mod\" " IN("x") OUT("x") " } }"
-     " modules { id: \"mod\" graph { name: \"mod\" " IN("x") OUT("x") " } }"},
+     METHOD(IN("a") OUT(
+         "a")) " modules { id: \"mod\" graph { name: \"mod\" " IN("x")
+         OUT("x") " } }"
+                  " modules { id: \"mod\" graph { name: \"mod\" " IN("x")
+                      OUT("x") " } }"},
 };
 
 class ImportTest : public testing::TestWithParam<ImportCase> {};
@@ -100,7 +135,8 @@ INSTANTIATE_TEST_SUITE_P(Codes, ImportTest, testing::ValuesIn(kCases),
 TEST(ImportMessages, DanglingReferenceSaysWhatIsMissing) {
   v1::Program proto;
   ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
-      METHOD(IN("a") "nodes { name: \"relu_1\" call { op: \"aten::relu_\" args { value: \"missing\" } } " T " }" OUT("relu_1")),
+      METHOD(IN("a") "nodes { name: \"relu_1\" call { op: \"aten::relu_\" args "
+                     "{ value: \"missing\" } } " T " }" OUT("relu_1")),
       &proto));
   Diagnostics diagnostics;
   ImportProgram(proto, diagnostics);

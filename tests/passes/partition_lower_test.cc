@@ -19,8 +19,7 @@ TEST(Partition, CapabilityGroupsNeverFormACycle) {
                "\"t\" } schema: \"custom::scale(Tensor self) -> Tensor\" } "
                "tensor { dtype: F32 sizes: 4 sizes: 4 } }\n" +
                Call("u", "aten::mm", {"h", "t"}) + Output({"u"})));
-  LowerOptions options =
-      ParseOptions("partitioner { kind: BY_CAPABILITY }", p);
+  LowerOptions options = ParseOptions("partitioner { kind: BY_CAPABILITY }", p);
   Diagnostics d;
   ASSERT_TRUE(Partition(p, options, d).ok());
   EXPECT_FALSE(d.HasErrors());
@@ -47,10 +46,10 @@ TEST(Partition, TaggedGroupThatLeavesAndReentersIsAnError) {
 TEST(Partition, TwoGroupsThatNeedEachOtherAreACycle) {
   // g1 -> g2 -> g1: each group alone is convex, but neither delegate can run
   // first.
-  Program p = ParseProgram(MethodText(
-      "f", Input("a") + Call("t", "aten::sin", {"a"}, "g1") +
-               Call("u", "aten::cos", {"t"}, "g2") +
-               Call("v", "aten::exp", {"u"}, "g1") + Output({"v"})));
+  Program p = ParseProgram(
+      MethodText("f", Input("a") + Call("t", "aten::sin", {"a"}, "g1") +
+                          Call("u", "aten::cos", {"t"}, "g2") +
+                          Call("v", "aten::exp", {"u"}, "g1") + Output({"v"})));
   Diagnostics d;
   ASSERT_TRUE(Partition(p, ParseOptions("", p), d).ok());
   ASSERT_TRUE(d.HasErrors());
@@ -61,10 +60,10 @@ TEST(Partition, TwoGroupsThatNeedEachOtherAreACycle) {
 TEST(Partition, HostWriteBetweenGroupMembersIsACycle) {
   // u reads t after the host relu_ wrote it: lowering t and u together
   // would read t before the write.
-  Program p = ParseProgram(MethodText(
-      "f", Input("a") + Call("t", "aten::sin", {"a"}, "g") +
-               Call("w", "aten::relu_", {"t"}) +
-               Call("u", "aten::cos", {"t"}, "g") + Output({"u"})));
+  Program p = ParseProgram(
+      MethodText("f", Input("a") + Call("t", "aten::sin", {"a"}, "g") +
+                          Call("w", "aten::relu_", {"t"}) +
+                          Call("u", "aten::cos", {"t"}, "g") + Output({"u"})));
   Diagnostics d;
   ASSERT_TRUE(Partition(p, ParseOptions("", p), d).ok());
   ASSERT_TRUE(d.HasErrors());
@@ -72,12 +71,12 @@ TEST(Partition, HostWriteBetweenGroupMembersIsACycle) {
 }
 
 TEST(Lower, NodesBetweenMembersThatReadTheGroupMoveAfterTheDelegate) {
-  Program p = ParseProgram(MethodText(
-      "f", Input("a") + Call("t", "aten::sin", {"a"}, "g") +
-               Call("s", "aten::exp", {"t"}) +            // reads the group
-               Call("k", "aten::neg", {"a"}) +            // does not
-               Call("u", "aten::mul.Tensor", {"t", "a"}, "g") +
-               Call("r", "aten::cos", {"s"}) + Output({"u", "r"})));
+  Program p = ParseProgram(
+      MethodText("f", Input("a") + Call("t", "aten::sin", {"a"}, "g") +
+                          Call("s", "aten::exp", {"t"}) +  // reads the group
+                          Call("k", "aten::neg", {"a"}) +  // does not
+                          Call("u", "aten::mul.Tensor", {"t", "a"}, "g") +
+                          Call("r", "aten::cos", {"s"}) + Output({"u", "r"})));
   Diagnostics d;
   LowerOptions options = ParseOptions("", p);
   ASSERT_TRUE(Partition(p, options, d).ok());

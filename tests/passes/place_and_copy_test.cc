@@ -109,12 +109,12 @@ TEST(PlaceAndCopy, SkipOptionsApplyPerMethod) {
 }
 
 TEST(PlaceAndCopy, DelegatesOnThreeDevicesShareOneHostCopy) {
-  Placed r = Place(
-      MethodText("f", Input("a") + Call("t", "aten::sin", {"a"}, "d0") +
-                          Call("u", "aten::cos", {"t"}, "d1") +
-                          Call("w", "aten::exp", {"t"}, "d2") +
-                          Output({"u", "w"})),
-      Targets({{"d0", "cuda:0"}, {"d1", "cuda:1"}, {"d2", "cuda:2"}}));
+  Placed r =
+      Place(MethodText("f", Input("a") + Call("t", "aten::sin", {"a"}, "d0") +
+                                Call("u", "aten::cos", {"t"}, "d1") +
+                                Call("w", "aten::exp", {"t"}, "d2") +
+                                Output({"u", "w"})),
+            Targets({{"d0", "cuda:0"}, {"d1", "cuda:1"}, {"d2", "cuda:2"}}));
   const Method& m = r.program.methods[0];
   EXPECT_EQ(ArgsOf(m, "delegate_d1"), "t_to_cuda1");
   EXPECT_EQ(ArgsOf(m, "delegate_d2"), "t_to_cuda2");
@@ -176,15 +176,14 @@ TEST(PlaceAndCopy, MetadataOnlyReaderIsNeverCopied) {
 }
 
 TEST(PlaceAndCopy, CpuTargetIsTheHost) {
-  Placed r = Place(MethodText("f", Input("a") +
-                                       Call("t", "aten::sin", {"a"}, "d0") +
-                                       Call("s", "aten::cos", {"t"}) +
-                                       Output({"s"})),
-                   Targets({{"d0", "CPU"}}));
+  Placed r =
+      Place(MethodText("f", Input("a") + Call("t", "aten::sin", {"a"}, "d0") +
+                                Call("s", "aten::cos", {"t"}) + Output({"s"})),
+            Targets({{"d0", "CPU"}}));
   const Method& m = r.program.methods[0];
-  EXPECT_EQ(CountOp(m, std::string(kH2DCopyOp)) +
-                CountOp(m, std::string(kD2HCopyOp)),
-            0);
+  EXPECT_EQ(
+      CountOp(m, std::string(kH2DCopyOp)) + CountOp(m, std::string(kD2HCopyOp)),
+      0);
   for (const Node& n : m.nodes) {
     if (const TensorSpec* s = n.Spec()) {
       EXPECT_TRUE(s->device.is_host()) << n.name;
@@ -202,10 +201,10 @@ TEST(PlaceAndCopy, RunningTwiceChangesNothing) {
       Targets({{"d0", "cuda:0"}, {"d1", "cuda:1"}}) +
           " skip_d2h_for_method_outputs { default_value: true }");
   const std::string once = Text(r.program);
-  LowerOptions options = ParseOptions(
-      Targets({{"d0", "cuda:0"}, {"d1", "cuda:1"}}) +
-          " skip_d2h_for_method_outputs { default_value: true }",
-      r.program);
+  LowerOptions options =
+      ParseOptions(Targets({{"d0", "cuda:0"}, {"d1", "cuda:1"}}) +
+                       " skip_d2h_for_method_outputs { default_value: true }",
+                   r.program);
   Diagnostics diagnostics;
   ASSERT_TRUE(PlaceAndCopy(r.program, options, diagnostics).ok());
   EXPECT_EQ(Text(r.program), once);

@@ -19,8 +19,8 @@ std::string Call(const std::string& name, const std::string& op,
                  const std::vector<std::string>& args, const std::string& tag,
                  const std::vector<int64_t>& sizes,
                  const std::string& extra_args) {
-  std::string s = absl::StrCat("nodes { name: \"", name, "\" call { op: \"",
-                               op, "\"");
+  std::string s =
+      absl::StrCat("nodes { name: \"", name, "\" call { op: \"", op, "\"");
   for (const std::string& a : args)
     absl::StrAppend(&s, " args { value: \"", a, "\" }");
   absl::StrAppend(&s, " ", extra_args, " } ", Spec(sizes));
@@ -47,7 +47,8 @@ int32_t Find(const Method& method, const std::string& name) {
 
 std::string NodeNames(const Method& method) {
   std::string s;
-  for (const Node& n : method.nodes) absl::StrAppend(&s, s.empty() ? "" : " ", n.name);
+  for (const Node& n : method.nodes)
+    absl::StrAppend(&s, s.empty() ? "" : " ", n.name);
   return s;
 }
 

@@ -27,7 +27,8 @@ namespace pb = google::protobuf;
 
 class SilentErrors : public pb::compiler::MultiFileErrorCollector {
  public:
-  void AddError(const std::string& file, int line, int, const std::string& m) override {
+  void AddError(const std::string& file, int line, int,
+                const std::string& m) override {
     ADD_FAILURE() << file << ":" << line << ": " << m;
   }
 };
@@ -43,8 +44,8 @@ struct Ferryd {
     if (pid == 0) {
       dup2(out[1], STDOUT_FILENO);
       close(out[0]);
-      execl(FERRYD_PATH, FERRYD_PATH, "--listen", "127.0.0.1:0", "--workers", "1",
-            static_cast<char*>(nullptr));
+      execl(FERRYD_PATH, FERRYD_PATH, "--listen", "127.0.0.1:0", "--workers",
+            "1", static_cast<char*>(nullptr));
       _exit(127);
     }
     close(out[1]);
@@ -52,7 +53,8 @@ struct Ferryd {
     char line[256] = {0};
     if (stream && fgets(line, sizeof(line), stream)) {
       std::string text(line);
-      while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+      while (!text.empty() && (text.back() == '\n' || text.back() == ' '))
+        text.pop_back();
       address = text.substr(text.rfind(' ') + 1);
     }
   }
@@ -72,7 +74,8 @@ grpc::Status Call(grpc::GenericStub& stub, const std::string& method,
   grpc::Slice slice(bytes);
   grpc::ByteBuffer send(&slice, 1), receive;
   grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(30));
   std::promise<grpc::Status> done;
   stub.UnaryCall(&context, method, grpc::StubOptions(), &send, &receive,
                  [&](grpc::Status s) { done.set_value(s); });
@@ -98,7 +101,8 @@ TEST(ProtosOnlyClient, LowersAnExampleAndAsksForCapabilities) {
   const pb::ServiceDescriptor* service = file->FindServiceByName("Compiler");
   ASSERT_NE(service, nullptr);
   const pb::MethodDescriptor* lower = service->FindMethodByName("Lower");
-  const pb::MethodDescriptor* caps = service->FindMethodByName("GetCapabilities");
+  const pb::MethodDescriptor* caps =
+      service->FindMethodByName("GetCapabilities");
   ASSERT_TRUE(lower && caps);
   pb::DynamicMessageFactory factory(importer.pool());
 
@@ -109,25 +113,36 @@ TEST(ProtosOnlyClient, LowersAnExampleAndAsksForCapabilities) {
 
   std::unique_ptr<pb::Message> request(
       factory.GetPrototype(lower->input_type())->New());
-  std::ifstream in(std::string(FERRY_SOURCE_DIR) + "/examples/two_delegates.textproto");
+  std::ifstream in(std::string(FERRY_SOURCE_DIR) +
+                   "/examples/two_delegates.textproto");
   std::stringstream text;
   text << in.rdbuf();
   ASSERT_TRUE(pb::TextFormat::ParseFromString(text.str(), request.get()));
   std::unique_ptr<pb::Message> response(
       factory.GetPrototype(lower->output_type())->New());
-  grpc::Status status = Call(stub, "/ferry.v1.Compiler/Lower", *request, response.get());
+  grpc::Status status =
+      Call(stub, "/ferry.v1.Compiler/Lower", *request, response.get());
   ASSERT_TRUE(status.ok()) << status.error_message();
   const pb::Reflection* r = response->GetReflection();
   const pb::Descriptor* d = response->GetDescriptor();
   EXPECT_TRUE(r->GetBool(*response, d->FindFieldByName("ok")));
-  const pb::Message& stats = r->GetMessage(*response, d->FindFieldByName("stats"));
-  EXPECT_EQ(stats.GetReflection()->GetInt64(stats, stats.GetDescriptor()->FindFieldByName("h2d_copies")), 3);
-  EXPECT_EQ(stats.GetReflection()->GetInt64(stats, stats.GetDescriptor()->FindFieldByName("d2h_copies")), 1);
-  EXPECT_FALSE(r->GetString(*response, d->FindFieldByName("compiler_version")).empty());
+  const pb::Message& stats =
+      r->GetMessage(*response, d->FindFieldByName("stats"));
+  EXPECT_EQ(stats.GetReflection()->GetInt64(
+                stats, stats.GetDescriptor()->FindFieldByName("h2d_copies")),
+            3);
+  EXPECT_EQ(stats.GetReflection()->GetInt64(
+                stats, stats.GetDescriptor()->FindFieldByName("d2h_copies")),
+            1);
+  EXPECT_FALSE(
+      r->GetString(*response, d->FindFieldByName("compiler_version")).empty());
 
-  std::unique_ptr<pb::Message> caps_request(factory.GetPrototype(caps->input_type())->New());
-  std::unique_ptr<pb::Message> caps_response(factory.GetPrototype(caps->output_type())->New());
-  status = Call(stub, "/ferry.v1.Compiler/GetCapabilities", *caps_request, caps_response.get());
+  std::unique_ptr<pb::Message> caps_request(
+      factory.GetPrototype(caps->input_type())->New());
+  std::unique_ptr<pb::Message> caps_response(
+      factory.GetPrototype(caps->output_type())->New());
+  status = Call(stub, "/ferry.v1.Compiler/GetCapabilities", *caps_request,
+                caps_response.get());
   ASSERT_TRUE(status.ok()) << status.error_message();
   std::string printed;
   pb::TextFormat::PrintToString(*caps_response, &printed);
