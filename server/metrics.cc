@@ -87,12 +87,6 @@ void ServiceMetrics::RecordSharedCache(absl::string_view result) {
   ++shared_cache_[std::string(result)];
 }
 
-int64_t ServiceMetrics::SharedCacheCount(absl::string_view result) const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto found = shared_cache_.find(std::string(result));
-  return found == shared_cache_.end() ? 0 : found->second;
-}
-
 void ServiceMetrics::RecordMemoryWait(double seconds) {
   std::lock_guard<std::mutex> lock(mutex_);
   memory_wait_seconds_["job"].Observe(seconds);

@@ -71,8 +71,6 @@ class ServiceMetrics {
   void RecordSharedCache(absl::string_view result);
   void RecordMemoryWait(double seconds);
   void RecordBlobUpload(int64_t bytes);
-  // For tests: the count of one shared_cache_total series.
-  int64_t SharedCacheCount(absl::string_view result) const;
 
   std::string Render(const Gauges& gauges) const;
 

@@ -50,27 +50,6 @@ google::rpc::RetryInfo RetryAfter(std::chrono::milliseconds delay) {
   return retry;
 }
 
-// "FERRY-E0123" -> 123; -1 when not an error code.
-int ErrorCodeNumber(absl::string_view code) {
-  constexpr absl::string_view kPrefix = "FERRY-E";
-  if (code.substr(0, kPrefix.size()) != kPrefix) return -1;
-  int number = -1;
-  if (!absl::SimpleAtoi(code.substr(kPrefix.size()), &number)) return -1;
-  return number;
-}
-
-std::string FieldPath(const Diagnostic& diagnostic) {
-  if (ErrorCodeNumber(diagnostic.code) / 100 == 5) return "options";
-  std::string field = "program";
-  if (!diagnostic.method.empty()) {
-    absl::StrAppend(&field, ".methods['", diagnostic.method, "']");
-  }
-  if (!diagnostic.nodes.empty()) {
-    absl::StrAppend(&field, ".nodes['", diagnostic.nodes.front(), "']");
-  }
-  return field;
-}
-
 }  // namespace
 
 std::string TruncateUtf8(absl::string_view text, size_t max_bytes) {
@@ -84,41 +63,6 @@ std::string TruncateUtf8(absl::string_view text, size_t max_bytes) {
     --end;
   }
   return absl::StrCat(text.substr(0, end), kEllipsis);
-}
-
-bool IsMalformedRequestDiagnostic(const Diagnostic& diagnostic) {
-  if (diagnostic.severity != Severity::kError) return false;
-  int number = ErrorCodeNumber(diagnostic.code);
-  return number >= 100 && number < 600;
-}
-
-grpc::Status MalformedProgramError(const Diagnostics& diagnostics) {
-  google::rpc::BadRequest bad_request;
-  std::string first;
-  int count = 0;
-  for (const Diagnostic& diagnostic : diagnostics.items()) {
-    if (!IsMalformedRequestDiagnostic(diagnostic)) continue;
-    if (++count > kMaxFieldViolations) continue;
-    google::rpc::BadRequest::FieldViolation* violation =
-        bad_request.add_field_violations();
-    violation->set_field(Text(FieldPath(diagnostic)));
-    violation->set_reason(diagnostic.code);
-    std::string description =
-        absl::StrCat(diagnostic.code, ": ", diagnostic.message);
-    if (!diagnostic.hint.empty()) {
-      absl::StrAppend(&description, " (hint: ", diagnostic.hint, ")");
-    }
-    if (first.empty()) first = Text(description);
-    violation->set_description(Text(description));
-  }
-  std::string message = count == 1
-                            ? absl::StrCat("malformed program: ", first)
-                            : absl::StrCat("malformed program: ", count,
-                                           " violations; first: ", first);
-  return RichStatus(grpc::StatusCode::INVALID_ARGUMENT, std::move(message),
-                    "MALFORMED_PROGRAM")
-      .Add(bad_request)
-      .Build();
 }
 
 grpc::Status InvalidFieldError(absl::string_view field,

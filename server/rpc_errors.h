@@ -37,20 +37,6 @@ inline constexpr size_t kMaxStatusDetailsBytes = 3072;
 // `text` cut to at most `max_bytes` (whole UTF-8 characters, "..." last).
 std::string TruncateUtf8(absl::string_view text, size_t max_bytes);
 
-// True for an error diagnostic that makes the request unusable: import,
-// structure, spec, schema/shape, lowered-module and option errors (codes
-// FERRY-E01xx to FERRY-E05xx). Errors from later passes (E06xx and up) are
-// compile failures: an OK response with ok=false.
-bool IsMalformedRequestDiagnostic(const Diagnostic& diagnostic);
-
-// INVALID_ARGUMENT + BadRequest with a field violation for each of the
-// first kMaxFieldViolations malformed-request error diagnostics (field
-// "program.methods['m'].nodes['n']", reason = the diagnostic code,
-// description = "CODE: message"), the message saying how many there are.
-// Lower and Verify do not use it: a malformed program is an OK response
-// carrying every diagnostic.
-grpc::Status MalformedProgramError(const Diagnostics& diagnostics);
-
 // INVALID_ARGUMENT + BadRequest for one field.
 grpc::Status InvalidFieldError(absl::string_view field,
                                absl::string_view description,

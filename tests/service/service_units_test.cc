@@ -327,21 +327,6 @@ TEST(RpcErrorsTest, DetailsRoundTripThroughTheClientHelpers) {
   EXPECT_FALSE(ErrorDetail<google::rpc::BadRequest>(converted).has_value());
 }
 
-TEST(RpcErrorsTest, MalformedRequestCodesAreImportAndValidationErrors) {
-  Diagnostic diagnostic;
-  diagnostic.code = "FERRY-E0102";
-  EXPECT_TRUE(IsMalformedRequestDiagnostic(diagnostic));
-  diagnostic.code = "FERRY-E0501";
-  EXPECT_TRUE(IsMalformedRequestDiagnostic(diagnostic));
-  diagnostic.code = "FERRY-E0804";
-  EXPECT_FALSE(IsMalformedRequestDiagnostic(diagnostic));
-  diagnostic.code = "FERRY-E0701";
-  EXPECT_FALSE(IsMalformedRequestDiagnostic(diagnostic));
-  diagnostic.code = "FERRY-W0502";
-  diagnostic.severity = Severity::kWarning;
-  EXPECT_FALSE(IsMalformedRequestDiagnostic(diagnostic));
-}
-
 TEST(RpcErrorsTest, TruncationKeepsWholeUtf8Characters) {
   EXPECT_EQ(TruncateUtf8("short", 10), "short");
   EXPECT_EQ(TruncateUtf8("abcdefghij", 8), "abcde...");
@@ -361,21 +346,6 @@ google::rpc::Status DetailsOf(const grpc::Status& status) {
 // gRPC refuses trailers over 8 KiB: every status stays well under it.
 TEST(RpcErrorsTest, DetailsAreBoundedWhateverTheInput) {
   const std::string huge(20000, 'x');
-  Diagnostics diagnostics;
-  for (int i = 0; i < 150; ++i) {
-    diagnostics.Error("FERRY-E0102", absl::StrCat(huge, i), {huge});
-  }
-  grpc::Status malformed = MalformedProgramError(diagnostics);
-  google::rpc::Status details = DetailsOf(malformed);
-  EXPECT_LE(malformed.error_message().size(), kMaxStatusMessageBytes);
-  EXPECT_NE(malformed.error_message().find("150 violations"),
-            std::string::npos);
-  EXPECT_LE(details.ByteSizeLong(), kMaxStatusDetailsBytes);
-  google::rpc::BadRequest bad_request;
-  ASSERT_GE(details.details_size(), 2);
-  ASSERT_TRUE(details.details(1).UnpackTo(&bad_request));
-  EXPECT_EQ(bad_request.field_violations_size(), kMaxFieldViolations);
-
   for (const grpc::Status& status :
        {InvalidFieldError(huge, huge, "INPUT_DOES_NOT_FIT"),
         OverLimitError(huge, 1, 0, "REQUEST_TOO_LARGE"),
