@@ -341,6 +341,7 @@ ServiceMetrics::Gauges CompilerService::Gauges() const {
   gauges.shared_cache_up = redis_ != nullptr && redis_->up();
   gauges.memory_used_bytes = memory_.used();
   gauges.memory_limit_bytes = memory_.limit();
+  gauges.blob_uploads_open = open_uploads_.load();
   return gauges;
 }
 

@@ -211,6 +211,9 @@ std::string ServiceMetrics::Render(const Gauges& gauges) const {
          "Bytes of the blobs stored.");
   absl::StrAppend(&out, "ferry_blob_upload_bytes_total ", blob_upload_bytes_,
                   "\n");
+  Gauge(out, "ferry_blob_uploads_open",
+        "UploadBlob streams open (refused beyond 64).",
+        gauges.blob_uploads_open);
   return out;
 }
 

@@ -23,6 +23,7 @@
 //   ferry_memory_wait_seconds                   histogram (jobs that waited
 //                                               for the budget)
 //   ferry_blob_uploads_total, ferry_blob_upload_bytes_total  counters
+//   ferry_blob_uploads_open                     gauge (UploadBlob streams)
 //   ferry_build_info{version,api_version}       gauge (always 1)
 //
 // Families and label sets are emitted in sorted order, so the output is
@@ -57,6 +58,7 @@ class ServiceMetrics {
     bool shared_cache_up = false;
     int64_t memory_used_bytes = 0;
     int64_t memory_limit_bytes = 0;
+    int64_t blob_uploads_open = 0;
   };
 
   void RecordRequest(absl::string_view method, absl::string_view code,

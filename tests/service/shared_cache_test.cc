@@ -572,14 +572,19 @@ TEST_P(BlobTest, IdleUploadStreamsAreBounded) {
     idle.back()->writer =
         stub->UploadBlob(&idle.back()->context, &idle.back()->response);
   }
-  ASSERT_TRUE(Eventually([&] {
-    Open extra;
-    extra.context.set_deadline(std::chrono::system_clock::now() + seconds(5));
-    extra.writer = stub->UploadBlob(&extra.context, &extra.response);
-    extra.writer->WritesDone();
-    return extra.writer->Finish().error_code() ==
-           grpc::StatusCode::RESOURCE_EXHAUSTED;
-  })) << "a 65th idle upload stream was accepted";
+  // The server holds all 64 before the 65th is sent, however slow it runs.
+  ASSERT_TRUE(Eventually(
+      [&] { return replica_->Metric("ferry_blob_uploads_open") == 64; },
+      seconds(60)))
+      << "the server holds " << replica_->Metric("ferry_blob_uploads_open")
+      << " open uploads, not 64";
+  Open extra;
+  extra.writer = stub->UploadBlob(&extra.context, &extra.response);
+  extra.writer->WritesDone();
+  grpc::Status refused = extra.writer->Finish();
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+      << "a 65th idle upload stream was accepted: " << refused.error_code()
+      << " " << refused.error_message();
   for (auto& open : idle) {
     open->writer->WritesDone();
     EXPECT_EQ(open->writer->Finish().error_code(),
