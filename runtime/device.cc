@@ -133,4 +133,12 @@ int CudaDeviceCount() {
 
 bool CudaAvailable() { return CudaDeviceCount() > 0; }
 
+std::vector<GpuUsage> ReadGpuUsage() {
+#ifdef FERRY_HAVE_CUDA
+  return cuda::ReadGpuUsage();
+#else
+  return {};
+#endif
+}
+
 }  // namespace ferry

@@ -20,8 +20,10 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -142,6 +144,20 @@ class DeviceSet {
 bool CudaAvailable();
 // The number of visible GPUs (0 when CudaAvailable() is false).
 int CudaDeviceCount();
+
+// What a visible GPU reports, for monitoring (ferryd's metrics).
+struct GpuUsage {
+  int index = 0;  // cuda:N, as CUDA numbers the visible devices
+  int64_t memory_used_bytes = 0;
+  int64_t memory_total_bytes = 0;
+  // Fraction of the last sample period a kernel ran (0..1); only where
+  // the driver's NVML (libnvidia-ml.so.1) is loadable.
+  std::optional<double> utilization;
+};
+// One entry per visible GPU whose memory could be read; empty without the
+// CUDA backend or a GPU. Uses NVML where it is loadable (no CUDA context
+// is created), else cudaMemGetInfo (which creates one per device).
+std::vector<GpuUsage> ReadGpuUsage();
 
 }  // namespace ferry
 

@@ -120,6 +120,38 @@ void RestoreBlobRefs(const v1::Program& original, v1::Program& lowered) {
   }
 }
 
+// The log level of a call that finished with `code`: "info" when it
+// succeeded, "warning" when the caller's request or limits ended it,
+// "error" when the server could not do what it should.
+absl::string_view LogLevel(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::OK:
+      return "info";
+    case grpc::StatusCode::UNKNOWN:
+    case grpc::StatusCode::INTERNAL:
+    case grpc::StatusCode::UNAVAILABLE:
+    case grpc::StatusCode::DATA_LOSS:
+    case grpc::StatusCode::UNIMPLEMENTED:
+      return "error";
+    default:
+      return "warning";
+  }
+}
+
+// The codes of `diagnostics`, each once, in order of first appearance (a
+// large program can repeat one code on every node).
+std::vector<std::string> DistinctCodes(
+    const google::protobuf::RepeatedPtrField<v1::Diagnostic>& diagnostics) {
+  std::vector<std::string> codes;
+  for (const v1::Diagnostic& diagnostic : diagnostics) {
+    if (std::find(codes.begin(), codes.end(), diagnostic.code()) ==
+        codes.end()) {
+      codes.push_back(diagnostic.code());
+    }
+  }
+  return codes;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -140,6 +172,9 @@ class CompilerService::Call final : public grpc::ServerUnaryReactor {
     deadline_ = arrival_ + EffectiveTimeout(context->raw_deadline());
     cancel_.SetDeadline(deadline_);
     context->AddInitialMetadata(kRequestIdHeader, request_id_);
+    // A unary call's handler runs with its request received.
+    service.metrics_.RecordStarted(method_);
+    service.metrics_.RecordMessageReceived(method_);
   }
 
   void OnCancel() override {
@@ -165,7 +200,20 @@ class CompilerService::Call final : public grpc::ServerUnaryReactor {
     return CallCancelledError(where);
   }
 
-  void JobStarted() { job_start_ = Clock::now(); }
+  void JobStarted() {
+    job_start_ = Clock::now();
+    service_.metrics_.RecordQueueWait(
+        method_, MillisBetween(arrival_, job_start_) / 1000);
+  }
+  // The cache key of the request (hex), for the log line.
+  void SetRequestDigest(absl::string_view digest) {
+    request_digest_ = std::string(digest);
+  }
+  // A compile that failed: its diagnostics' codes go in the log line.
+  void SetFailedDiagnostics(
+      const google::protobuf::RepeatedPtrField<v1::Diagnostic>& diagnostics) {
+    diagnostic_codes_ = DistinctCodes(diagnostics);
+  }
   void SetOutcome(absl::string_view outcome) {
     outcome_ = std::string(outcome);
   }
@@ -220,7 +268,9 @@ class CompilerService::Call final : public grpc::ServerUnaryReactor {
     absl::string_view code = StatusCodeName(status.error_code());
     service_.metrics_.RecordRequest(method_, code,
                                     MillisBetween(arrival_, now) / 1000);
+    if (status.ok()) service_.metrics_.RecordMessageSent(method_);
     LogLine line = NewLogLine("rpc");
+    line.set_level(std::string(LogLevel(status.error_code())));
     line.set_request_id(request_id_);
     line.set_method(method_);
     line.set_code(std::string(code));
@@ -230,6 +280,10 @@ class CompilerService::Call final : public grpc::ServerUnaryReactor {
       line.set_queue_ms(MillisBetween(arrival_, job_start_));
     }
     if (nodes_ >= 0) line.set_nodes(nodes_);
+    if (!request_digest_.empty()) line.set_request_digest(request_digest_);
+    for (const std::string& diagnostic_code : diagnostic_codes_) {
+      line.add_diagnostic_codes(diagnostic_code);
+    }
     if (!status.ok()) line.set_error(status.error_message());
     line.set_peer(context_->peer());
     if (std::string trace = Metadata(*context_, "traceparent");
@@ -268,6 +322,8 @@ class CompilerService::Call final : public grpc::ServerUnaryReactor {
   Clock::time_point job_start_;
   std::string request_id_;
   std::string outcome_;
+  std::string request_digest_;
+  std::vector<std::string> diagnostic_codes_;
   int64_t nodes_ = -1;
   std::atomic<bool> cancelled_{false};
   CancelToken cancel_;
@@ -579,6 +635,7 @@ grpc::ServerUnaryReactor* CompilerService::StartLower(
   bool bypass = Metadata(*context, kCacheControlHeader) == "bypass";
   if (options_.cache_bytes > 0 && !bypass) {
     std::string key = LowerRequestDigest(*request, kCompilerVersion);
+    call->SetRequestDigest(key);
     std::unique_lock<std::mutex> lock(flights_mutex_);
     if (ResultCache::Value hit = cache_.Lookup(key)) {
       lock.unlock();
@@ -894,6 +951,9 @@ void CompilerService::FinishLowerFlight(
       waiter.response->set_cached(i != 0 || flight.shared_hit);
     }
     waiter.response->set_request_id(waiter.call->request_id());
+    if (!waiter.response->ok()) {
+      waiter.call->SetFailedDiagnostics(waiter.response->diagnostics());
+    }
     waiter.call->SetOutcome(
         flight.shared_hit ? "shared_cache_hit"
         : i != 0          ? "deduplicated"
@@ -1012,6 +1072,7 @@ void CompilerService::RunVerify(Call* call, const v1::VerifyRequest& request,
   response->set_compiler_version(kCompilerVersion);
   response->set_request_id(call->request_id());
   if (!lowered->ok) {
+    call->SetFailedDiagnostics(response->diagnostics());
     call->SetOutcome("compile_failed");
     call->Complete(grpc::Status::OK);
     return;
@@ -1187,6 +1248,7 @@ grpc::ServerUnaryReactor* CompilerService::Lookup(
                                      "BAD_DIGEST"));
     return call;
   }
+  call->SetRequestDigest(key);
   ResultCache::Value hit =
       options_.cache_bytes > 0 ? cache_.Lookup(key) : nullptr;
   if (hit == nullptr && shared_cache_ != nullptr) hit = SharedLookup(key);
@@ -1282,6 +1344,7 @@ class CompilerService::UploadCall final
         context_(context),
         response_(response),
         arrival_(Clock::now()) {
+    service_.metrics_.RecordStarted(kMethod, kType);
     // Open streams are bounded: one that sends nothing holds a slot until
     // its caller's deadline, never the server.
     if (service_.open_uploads_.fetch_add(1) >= kMaxOpenUploads) {
@@ -1298,6 +1361,7 @@ class CompilerService::UploadCall final
       Commit();
       return;
     }
+    service_.metrics_.RecordMessageReceived(kMethod, kType);
     if (!started_) {
       started_ = true;
       if (std::optional<grpc::Status> refused = Begin()) {
@@ -1401,9 +1465,11 @@ class CompilerService::UploadCall final
     bytes_.shrink_to_fit();
     absl::string_view code = StatusCodeName(status.error_code());
     service_.metrics_.RecordRequest(
-        "UploadBlob", code, MillisBetween(arrival_, Clock::now()) / 1000);
+        kMethod, code, MillisBetween(arrival_, Clock::now()) / 1000, kType);
+    if (status.ok()) service_.metrics_.RecordMessageSent(kMethod, kType);
     LogLine line = NewLogLine("rpc");
-    line.set_method("UploadBlob");
+    line.set_level(std::string(LogLevel(status.error_code())));
+    line.set_method(kMethod);
     line.set_code(std::string(code));
     line.set_blob(BlobSubject(digest_));
     line.set_duration_ms(MillisBetween(arrival_, Clock::now()));
@@ -1412,6 +1478,9 @@ class CompilerService::UploadCall final
     service_.logger_.Write(line);
     Finish(status);
   }
+
+  static constexpr char kMethod[] = "UploadBlob";
+  static constexpr RpcType kType = RpcType::kClientStream;
 
   CompilerService& service_;
   grpc::CallbackServerContext* context_;

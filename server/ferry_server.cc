@@ -21,8 +21,10 @@
 #include "runtime/verify.h"
 #include "server/compiler_service.h"
 #include "server/executor.h"
+#include "server/gpu_metrics.h"
 #include "server/metrics.h"
 #include "server/metrics_http.h"
+#include "server/process_metrics.h"
 #include "server/request_log.h"
 #include "server/version.h"
 
@@ -201,6 +203,11 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(
   }
   options.before_job_for_testing = hooks.before_job;
   bool cuda_available = options.cuda_available;
+  server->metrics_->AddCollectable(std::make_shared<ProcessCollector>());
+  if (cuda_available) {
+    server->metrics_->AddCollectable(
+        std::make_shared<GpuCollector>([] { return ReadGpuUsage(); }));
+  }
   std::string devices = absl::StrJoin(options.visible_devices, ",");
 
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =

@@ -1,12 +1,26 @@
-// The service's metrics, rendered in the Prometheus text exposition format
-// (version 0.0.4) for the separate /metrics HTTP endpoint.
+// The service's metrics, kept in a prometheus-cpp Registry and rendered in
+// the Prometheus text exposition format (version 0.0.4) by prometheus-cpp's
+// TextSerializer for the separate /metrics HTTP endpoint (metrics_http.h).
 //
+// gRPC server metrics, with the names and labels of go-grpc-prometheus that
+// dashboards know (grpc_service="ferry.v1.Compiler", grpc_method the RPC,
+// grpc_type unary|client_stream|server_stream|bidi_stream):
+//   grpc_server_started_total{grpc_method,grpc_service,grpc_type}  counter
+//   grpc_server_handled_total{grpc_code,grpc_method,grpc_service,grpc_type}
+//   grpc_server_handling_seconds{grpc_method,grpc_service,grpc_type} histogram
+//   grpc_server_msg_received_total, grpc_server_msg_sent_total     counters
+// Ferry's own:
 //   ferry_requests_total{method,code}           counter
 //   ferry_request_duration_seconds{method}      histogram (queue + work)
+//   ferry_queue_wait_seconds{method}            histogram (arrival to a
+//                                               worker starting the job)
 //   ferry_pass_duration_seconds{pass}           histogram
 //   ferry_queue_depth, ferry_jobs_running       gauges
 //   ferry_queue_capacity, ferry_workers         gauges
 //   ferry_cache_lookups_total{result=hit|miss}  counter
+//   ferry_cache_hit_ratio                       gauge: hits / lookups since
+//                                               start (absent before the
+//                                               first lookup)
 //   ferry_cache_deduplicated_total              counter (shared in-flight)
 //   ferry_cache_bytes, ferry_cache_entries      gauges
 //   ferry_cache_evictions_total                 counter
@@ -20,27 +34,40 @@
 //                                               store_failed writes
 //   ferry_shared_cache_up                       gauge (absent without Redis)
 //   ferry_memory_used_bytes, ferry_memory_limit_bytes  gauges (the budget)
-//   ferry_memory_wait_seconds                   histogram (jobs that waited
+//   ferry_memory_wait_seconds{kind}             histogram (jobs that waited
 //                                               for the budget)
 //   ferry_blob_uploads_total, ferry_blob_upload_bytes_total  counters
 //   ferry_blob_uploads_open                     gauge (UploadBlob streams)
 //   ferry_build_info{version,api_version}       gauge (always 1)
+// Collected at scrape time from other sources (AddCollectable):
+//   process_* (process_metrics.h), ferry_gpu_* (gpu_metrics.h).
 //
-// Families and label sets are emitted in sorted order, so the output is
-// deterministic for a given history.
+// Families are emitted sorted by name and series sorted by their labels,
+// so the output is deterministic for a given history.
 #ifndef FERRY_SERVER_METRICS_H_
 #define FERRY_SERVER_METRICS_H_
 
-#include <array>
+#include <prometheus/collectable.h>
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
 #include <cstdint>
-#include <map>
-#include <mutex>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/string_view.h"
 
 namespace ferry {
+
+// The service name in grpc_* labels.
+inline constexpr char kGrpcServiceName[] = "ferry.v1.Compiler";
+
+// grpc_type of grpc_* metrics.
+enum class RpcType { kUnary, kClientStream, kServerStream, kBidiStream };
+absl::string_view RpcTypeName(RpcType type);
 
 class ServiceMetrics {
  public:
@@ -61,8 +88,22 @@ class ServiceMetrics {
     int64_t blob_uploads_open = 0;
   };
 
+  ServiceMetrics();
+
+  // An RPC arrived (grpc_server_started_total).
+  void RecordStarted(absl::string_view method, RpcType type = RpcType::kUnary);
+  // One message of an RPC read from, or written to, the caller.
+  void RecordMessageReceived(absl::string_view method,
+                             RpcType type = RpcType::kUnary);
+  void RecordMessageSent(absl::string_view method,
+                         RpcType type = RpcType::kUnary);
+  // An RPC finished with `code` (a gRPC status name) after `seconds`:
+  // ferry_requests_total, ferry_request_duration_seconds and their grpc_*
+  // twins.
   void RecordRequest(absl::string_view method, absl::string_view code,
-                     double seconds);
+                     double seconds, RpcType type = RpcType::kUnary);
+  // A worker started the job of a call that arrived `seconds` ago.
+  void RecordQueueWait(absl::string_view method, double seconds);
   void RecordPass(absl::string_view pass, double seconds);
   void RecordCacheLookup(bool hit);
   void RecordDeduplicated();
@@ -74,38 +115,41 @@ class ServiceMetrics {
   void RecordMemoryWait(double seconds);
   void RecordBlobUpload(int64_t bytes);
 
+  // More families collected at every Render (process and GPU metrics).
+  void AddCollectable(std::shared_ptr<prometheus::Collectable> collectable);
+
   std::string Render(const Gauges& gauges) const;
 
   // For tests: the count of one requests_total series.
   int64_t RequestCount(absl::string_view method, absl::string_view code) const;
 
  private:
-  static constexpr std::array<double, 16> kBuckets = {
-      0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
-      0.25,   0.5,   1,      2.5,   5,    10,    30,   60};
-  struct Histogram {
-    std::array<int64_t, kBuckets.size()> counts{};  // non-cumulative
-    int64_t count = 0;
-    double sum = 0;
-    void Observe(double value);
-  };
-  static void RenderHistogram(std::string& out, absl::string_view name,
-                              absl::string_view label,
-                              const std::map<std::string, Histogram>& series);
+  // The families of values read from `gauges`, and the cache hit ratio.
+  std::vector<prometheus::MetricFamily> CollectGauges(
+      const Gauges& gauges) const;
 
-  mutable std::mutex mutex_;
-  std::map<std::pair<std::string, std::string>, int64_t> requests_;
-  std::map<std::string, Histogram> request_seconds_;
-  std::map<std::string, Histogram> pass_seconds_;
-  int64_t cache_hits_ = 0;
-  int64_t cache_misses_ = 0;
-  int64_t deduplicated_ = 0;
-  int64_t cancellations_ = 0;
-  std::map<std::pair<std::string, std::string>, int64_t> verifications_;
-  std::map<std::string, int64_t> shared_cache_;
-  std::map<std::string, Histogram> memory_wait_seconds_;  // kind="job"
-  int64_t blob_uploads_ = 0;
-  int64_t blob_upload_bytes_ = 0;
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::vector<std::shared_ptr<prometheus::Collectable>> collectables_;
+
+  prometheus::Family<prometheus::Counter>& grpc_started_;
+  prometheus::Family<prometheus::Counter>& grpc_handled_;
+  prometheus::Family<prometheus::Histogram>& grpc_handling_seconds_;
+  prometheus::Family<prometheus::Counter>& grpc_msg_received_;
+  prometheus::Family<prometheus::Counter>& grpc_msg_sent_;
+  prometheus::Family<prometheus::Counter>& requests_;
+  prometheus::Family<prometheus::Histogram>& request_seconds_;
+  prometheus::Family<prometheus::Histogram>& queue_wait_seconds_;
+  prometheus::Family<prometheus::Histogram>& pass_seconds_;
+  prometheus::Counter& cache_hits_;
+  prometheus::Counter& cache_misses_;
+  prometheus::Counter& deduplicated_;
+  prometheus::Counter& cancellations_;
+  prometheus::Family<prometheus::Counter>& verifications_;
+  prometheus::Family<prometheus::Counter>& shared_cache_;
+  // kind="job", added at the first wait.
+  prometheus::Family<prometheus::Histogram>& memory_wait_seconds_;
+  prometheus::Counter& blob_uploads_;
+  prometheus::Counter& blob_upload_bytes_;
 };
 
 }  // namespace ferry

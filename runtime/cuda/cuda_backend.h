@@ -10,6 +10,7 @@
 #define FERRY_RUNTIME_CUDA_CUDA_BACKEND_H_
 
 #include <memory>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "runtime/device.h"
@@ -21,6 +22,9 @@ int VisibleDeviceCount();
 
 absl::StatusOr<std::unique_ptr<DeviceMemory>> CreateDeviceMemory(int index);
 std::unique_ptr<DeviceMemory> CreatePinnedHostMemory();
+
+// ferry::ReadGpuUsage (device.h), in gpu_usage.cc.
+std::vector<GpuUsage> ReadGpuUsage();
 
 }  // namespace ferry::cuda
 

@@ -1156,17 +1156,26 @@ TEST(ServiceTest, MetricsEndpointServesPrometheusText) {
   ASSERT_TRUE(scraped);
   EXPECT_EQ(scraped->status, 200);
   const std::string& text = scraped->body;
-  for (const char* expected :
-       {"ferry_requests_total{method=\"Lower\",code=\"OK\"} 1",
-        "ferry_requests_total{method=\"Lower\",code=\"RESOURCE_EXHAUSTED\"} 1",
-        "ferry_requests_total{method=\"Verify\",code=\"OK\"} 1",
-        "ferry_request_duration_seconds_bucket{method=\"Lower\",le=\"+Inf\"} 2",
-        "ferry_pass_duration_seconds_count{pass=\"partition\"}",
-        "ferry_queue_depth 0", "ferry_cache_lookups_total{result=\"miss\"}",
-        "ferry_verifications_total{device=\"sim\",result=\"match\"} 1",
-        "# TYPE ferry_request_duration_seconds histogram"}) {
-    EXPECT_NE(text.find(expected), std::string::npos) << expected;
+  Exposition metrics(text);
+  EXPECT_TRUE(metrics.well_formed()) << text;
+  for (const auto& [series, value] :
+       std::vector<std::pair<std::string, double>>{
+           {"ferry_requests_total{method=\"Lower\",code=\"OK\"}", 1},
+           {"ferry_requests_total{method=\"Lower\",code=\"RESOURCE_"
+            "EXHAUSTED\"}",
+            1},
+           {"ferry_requests_total{method=\"Verify\",code=\"OK\"}", 1},
+           {"ferry_request_duration_seconds_bucket{method=\"Lower\",le=\"+"
+            "Inf\"}",
+            2},
+           {"ferry_queue_depth", 0},
+           {"ferry_verifications_total{device=\"sim\",result=\"match\"}", 1}}) {
+    EXPECT_EQ(metrics.Value(series), value) << series << "\n" << text;
   }
+  EXPECT_TRUE(
+      metrics.Value("ferry_pass_duration_seconds_count{pass=\"partition\"}"));
+  EXPECT_TRUE(metrics.Value("ferry_cache_lookups_total{result=\"miss\"}"));
+  EXPECT_EQ(metrics.Type("ferry_request_duration_seconds"), "histogram");
 }
 
 TEST(ServiceTest, EveryRequestWritesOneStructuredLogLine) {

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
@@ -9,10 +10,14 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <limits>
 #include <thread>
 
 extern char** environ;
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "ferry/digest.h"
 #include "ferry/file.h"
 
@@ -236,6 +241,118 @@ bool Eventually(const std::function<bool()>& predicate,
 
 std::string CanonicalBytes(const google::protobuf::Message& message) {
   return DeterministicBytes(message);
+}
+
+std::string ScrapeMetrics(const std::string& metrics_address) {
+  size_t colon = metrics_address.rfind(':');
+  if (colon == std::string::npos) return "";
+  int port = 0;
+  if (!absl::SimpleAtoi(metrics_address.substr(colon + 1), &port)) return "";
+  httplib::Client http(metrics_address.substr(0, colon), port);
+  httplib::Result result = http.Get("/metrics");
+  if (!result || result->status != 200) return "";
+  return result->body;
+}
+
+namespace {
+
+// `NAME{LABELS} VALUE` or `NAME VALUE` (label values with \\, \" and \n
+// escapes); false when `line` is not one.
+bool ParseSample(absl::string_view line, Exposition::Sample& sample) {
+  size_t name_end = line.find_first_of("{ ");
+  if (name_end == 0 || name_end == absl::string_view::npos) return false;
+  sample.name = std::string(line.substr(0, name_end));
+  size_t at = name_end;
+  if (line[at] == '{') {
+    ++at;
+    while (at < line.size() && line[at] != '}') {
+      size_t equals = line.find('=', at);
+      if (equals == absl::string_view::npos || equals + 1 >= line.size() ||
+          line[equals + 1] != '"') {
+        return false;
+      }
+      std::string label(line.substr(at, equals - at));
+      std::string value;
+      at = equals + 2;
+      while (at < line.size() && line[at] != '"') {
+        if (line[at] == '\\' && at + 1 < line.size()) {
+          ++at;
+          value.push_back(line[at] == 'n' ? '\n' : line[at]);
+        } else {
+          value.push_back(line[at]);
+        }
+        ++at;
+      }
+      if (at >= line.size()) return false;  // unterminated value
+      ++at;                                 // the closing quote
+      if (!sample.labels.emplace(label, value).second) return false;
+      if (at < line.size() && line[at] == ',') ++at;
+    }
+    if (at >= line.size()) return false;
+    ++at;  // '}'
+  }
+  if (at >= line.size() || line[at] != ' ') return false;
+  absl::string_view value = line.substr(at + 1);
+  if (value == "+Inf") {
+    sample.value = std::numeric_limits<double>::infinity();
+    return true;
+  }
+  return absl::SimpleAtod(value, &sample.value);
+}
+
+}  // namespace
+
+Exposition::Exposition(const std::string& text) {
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    if (absl::ConsumePrefix(&line, "# TYPE ")) {
+      std::vector<std::string> parts = absl::StrSplit(line, ' ');
+      if (parts.size() != 2) {
+        malformed_.emplace_back(line);
+      } else {
+        types_[parts[0]] = parts[1];
+      }
+      continue;
+    }
+    if (absl::StartsWith(line, "#")) continue;
+    Sample sample;
+    if (ParseSample(line, sample)) {
+      samples_.push_back(std::move(sample));
+    } else {
+      malformed_.emplace_back(line);
+    }
+  }
+}
+
+std::optional<double> Exposition::Value(const std::string& series) const {
+  Sample wanted;
+  if (!ParseSample(series + " 0", wanted)) return std::nullopt;
+  for (const Sample& sample : samples_) {
+    if (sample.name == wanted.name && sample.labels == wanted.labels) {
+      return sample.value;
+    }
+  }
+  return std::nullopt;
+}
+
+std::vector<Exposition::Sample> Exposition::Samples(
+    const std::string& name) const {
+  std::vector<Sample> found;
+  for (const Sample& sample : samples_) {
+    if (sample.name == name) found.push_back(sample);
+  }
+  return found;
+}
+
+bool Exposition::HasPrefix(const std::string& prefix) const {
+  for (const Sample& sample : samples_) {
+    if (absl::StartsWith(sample.name, prefix)) return true;
+  }
+  return false;
+}
+
+std::string Exposition::Type(const std::string& name) const {
+  auto found = types_.find(name);
+  return found == types_.end() ? "" : found->second;
 }
 
 }  // namespace ferry::testing

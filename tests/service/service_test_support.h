@@ -8,8 +8,10 @@
 #include <condition_variable>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -126,6 +128,39 @@ bool Eventually(const std::function<bool()>& predicate,
 
 // Deterministic bytes of a message, for byte-identical comparisons.
 std::string CanonicalBytes(const google::protobuf::Message& message);
+
+// GET /metrics of `metrics_address` (HOST:PORT); "" when it fails.
+std::string ScrapeMetrics(const std::string& metrics_address);
+
+// A Prometheus text exposition (format 0.0.4), parsed. A series is named
+// as in the text, with its labels in any order:
+// `ferry_requests_total{method="Lower",code="OK"}`, `ferry_queue_depth`.
+class Exposition {
+ public:
+  struct Sample {
+    std::string name;  // ferry_x_bucket for a bucket of histogram ferry_x
+    std::map<std::string, std::string> labels;
+    double value = 0;
+  };
+  explicit Exposition(const std::string& text);
+
+  // Every line was a comment, a blank or a sample that parsed.
+  bool well_formed() const { return malformed_.empty(); }
+  const std::vector<std::string>& malformed() const { return malformed_; }
+  // The value of `series`; nullopt when absent.
+  std::optional<double> Value(const std::string& series) const;
+  // The samples called `name` (a _bucket, _sum, _count for histograms).
+  std::vector<Sample> Samples(const std::string& name) const;
+  // Whether any sample's name starts with `prefix`.
+  bool HasPrefix(const std::string& prefix) const;
+  // "# TYPE name X": X, or "" when the family has no TYPE line.
+  std::string Type(const std::string& name) const;
+
+ private:
+  std::vector<Sample> samples_;
+  std::map<std::string, std::string> types_;
+  std::vector<std::string> malformed_;
+};
 
 }  // namespace ferry::testing
 

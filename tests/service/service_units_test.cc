@@ -5,24 +5,31 @@
 #include <atomic>
 #include <condition_variable>
 #include <limits>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 
+#include "absl/time/clock.h"
 #include "ferry/client.h"
 #include "ferry/digest.h"
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
 #include "server/config.h"
 #include "server/executor.h"
+#include "server/gpu_metrics.h"
 #include "server/memory_budget.h"
 #include "server/metrics.h"
+#include "server/process_metrics.h"
 #include "server/result_cache.h"
 #include "server/rpc_errors.h"
+#include "tests/service/service_test_support.h"
 
 namespace ferry {
 namespace {
 
 using std::chrono::milliseconds;
+using testing::Exposition;
 
 TEST(ConfigTest, FlagsOverrideTheConfigFileWhereverItAppears) {
   ServerConfig config;
@@ -288,24 +295,124 @@ TEST(MetricsTest, RendersCountersHistogramsAndGauges) {
   gauges.queue_depth = 4;
   gauges.workers = 2;
   std::string text = metrics.Render(gauges);
-  for (const char* expected :
-       {"ferry_requests_total{method=\"Lower\",code=\"OK\"} 2\n",
-        "ferry_requests_total{method=\"Verify\",code=\"FAILED_PRECONDITION\"} "
-        "1\n",
-        "ferry_request_duration_seconds_bucket{method=\"Lower\",le=\"0.005\"} "
-        "1\n",
-        "ferry_request_duration_seconds_bucket{method=\"Lower\",le=\"0.25\"} "
-        "2\n",
-        "ferry_request_duration_seconds_count{method=\"Lower\"} 2\n",
-        "ferry_pass_duration_seconds_bucket{pass=\"partition\",le=\"0.0005\"} "
-        "1\n",
-        "ferry_queue_depth 4\n", "ferry_workers 2\n",
-        "ferry_cache_lookups_total{result=\"hit\"} 1\n",
-        "ferry_verifications_total{device=\"sim\",result=\"mismatch\"} 1\n",
-        "# TYPE ferry_requests_total counter\n"}) {
-    EXPECT_NE(text.find(expected), std::string::npos) << expected;
+  Exposition scraped(text);
+  EXPECT_TRUE(scraped.well_formed()) << text;
+  for (const auto& [series, value] :
+       std::vector<std::pair<std::string, double>>{
+           {"ferry_requests_total{method=\"Lower\",code=\"OK\"}", 2},
+           {"ferry_requests_total{method=\"Verify\",code=\"FAILED_"
+            "PRECONDITION\"}",
+            1},
+           {"ferry_request_duration_seconds_bucket{method=\"Lower\",le=\"0."
+            "005\"}",
+            1},
+           {"ferry_request_duration_seconds_bucket{method=\"Lower\",le=\"0."
+            "25\"}",
+            2},
+           {"ferry_request_duration_seconds_count{method=\"Lower\"}", 2},
+           {"ferry_pass_duration_seconds_bucket{pass=\"partition\",le=\"0."
+            "0005\"}",
+            1},
+           {"ferry_queue_depth", 4},
+           {"ferry_workers", 2},
+           {"ferry_cache_lookups_total{result=\"hit\"}", 1},
+           {"ferry_cache_hit_ratio", 1},
+           {"ferry_verifications_total{device=\"sim\",result=\"mismatch\"}", 1},
+           {"grpc_server_handled_total{grpc_service=\"ferry.v1.Compiler\","
+            "grpc_method=\"Lower\",grpc_type=\"unary\",grpc_code=\"OK\"}",
+            2},
+           {"grpc_server_handling_seconds_count{grpc_service=\"ferry.v1."
+            "Compiler\",grpc_method=\"Verify\",grpc_type=\"unary\"}",
+            1}}) {
+    EXPECT_EQ(scraped.Value(series), value) << series << "\n" << text;
   }
+  EXPECT_EQ(scraped.Type("ferry_requests_total"), "counter");
+  EXPECT_EQ(scraped.Type("ferry_request_duration_seconds"), "histogram");
   EXPECT_EQ(metrics.RequestCount("Lower", "OK"), 2);
+  EXPECT_EQ(metrics.RequestCount("Lower", "INTERNAL"), 0);
+  // The same history renders the same bytes.
+  EXPECT_EQ(metrics.Render(gauges), text);
+}
+
+// No lookup yet: no ratio to speak of.
+TEST(MetricsTest, CacheHitRatioIsAbsentBeforeTheFirstLookup) {
+  ServiceMetrics metrics;
+  Exposition before(metrics.Render({}));
+  EXPECT_FALSE(before.Value("ferry_cache_hit_ratio").has_value());
+  metrics.RecordCacheLookup(false);
+  EXPECT_EQ(Exposition(metrics.Render({})).Value("ferry_cache_hit_ratio"), 0);
+}
+
+TEST(ProcessMetricsTest, ParsesProcStatWithSpacesAndParensInTheName) {
+  // proc(5): pid (comm) state ppid ... utime(14) stime(15) ... starttime(22)
+  // vsize(23) rss(24).
+  std::string line =
+      "4242 (odd) name) S 1 2 3 4 5 6 7 8 9 10 150 50 0 0 20 0 "
+      "3 0 9000 123456789 321 18446744073709551615";
+  std::optional<ProcStat> stat = ParseProcStat(line);
+  ASSERT_TRUE(stat.has_value());
+  EXPECT_EQ(stat->utime_ticks, 150);
+  EXPECT_EQ(stat->stime_ticks, 50);
+  EXPECT_EQ(stat->start_ticks, 9000);
+  EXPECT_EQ(stat->vsize_bytes, 123456789);
+  EXPECT_EQ(stat->rss_pages, 321);
+  EXPECT_FALSE(ParseProcStat("4242 (short) S 1 2").has_value());
+  EXPECT_FALSE(ParseProcStat("no parenthesis").has_value());
+}
+
+TEST(ProcessMetricsTest, ReportsThisProcess) {
+  Exposition scraped(ServiceMetrics().Render({}));
+  ServiceMetrics metrics;
+  metrics.AddCollectable(std::make_shared<ProcessCollector>());
+  Exposition with_process(metrics.Render({}));
+  EXPECT_FALSE(scraped.HasPrefix("process_"));
+  EXPECT_TRUE(with_process.well_formed());
+  EXPECT_GT(with_process.Value("process_resident_memory_bytes").value_or(0), 0);
+  EXPECT_GE(with_process.Value("process_virtual_memory_bytes").value_or(0),
+            with_process.Value("process_resident_memory_bytes").value_or(0));
+  EXPECT_GT(with_process.Value("process_open_fds").value_or(0), 0);
+  EXPECT_GE(with_process.Value("process_max_fds").value_or(0),
+            with_process.Value("process_open_fds").value_or(0));
+  EXPECT_GE(with_process.Value("process_cpu_seconds_total").value_or(-1), 0);
+  EXPECT_EQ(with_process.Type("process_cpu_seconds_total"), "counter");
+  // Started after 2020-01-01 and not in the future.
+  double started = with_process.Value("process_start_time_seconds").value_or(0);
+  EXPECT_GT(started, 1577836800);
+  EXPECT_LE(started,
+            absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()) + 1);
+}
+
+// The GPU families from what the runtime reports (here: made up, as this
+// test runs without a GPU); utilisation only where it was read.
+TEST(GpuMetricsTest, OneSeriesPerDeviceAndNoneWithoutDevices) {
+  ServiceMetrics metrics;
+  metrics.AddCollectable(std::make_shared<GpuCollector>([] {
+    GpuUsage first;
+    first.index = 0;
+    first.memory_used_bytes = 1 << 20;
+    first.memory_total_bytes = int64_t{80} << 30;
+    first.utilization = 0.25;
+    GpuUsage second;
+    second.index = 1;
+    second.memory_used_bytes = 0;
+    second.memory_total_bytes = int64_t{80} << 30;
+    return std::vector<GpuUsage>{first, second};
+  }));
+  Exposition scraped(metrics.Render({}));
+  EXPECT_TRUE(scraped.well_formed());
+  EXPECT_EQ(scraped.Value("ferry_gpu_memory_used_bytes{device=\"cuda:0\"}"),
+            1 << 20);
+  EXPECT_EQ(scraped.Value("ferry_gpu_memory_total_bytes{device=\"cuda:1\"}"),
+            static_cast<double>(int64_t{80} << 30));
+  EXPECT_EQ(scraped.Value("ferry_gpu_utilization_ratio{device=\"cuda:0\"}"),
+            0.25);
+  EXPECT_FALSE(scraped.Value("ferry_gpu_utilization_ratio{device=\"cuda:1\"}")
+                   .has_value());
+
+  ServiceMetrics none;
+  none.AddCollectable(
+      std::make_shared<GpuCollector>([] { return std::vector<GpuUsage>{}; }));
+  EXPECT_FALSE(Exposition(none.Render({})).HasPrefix("ferry_gpu_"));
 }
 
 TEST(RpcErrorsTest, DetailsRoundTripThroughTheClientHelpers) {

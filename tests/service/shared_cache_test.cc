@@ -95,21 +95,12 @@ class Replica {
     metrics_ = process_->ReadLine();
   }
   const std::string& address() const { return address_; }
-  // The value of one metric line (0 when absent).
+  // The value of one series, labels in any order (0 when absent, -1 when
+  // the scrape failed).
   int64_t Metric(const std::string& series) const {
-    size_t colon = metrics_.rfind(':');
-    httplib::Client http(metrics_.substr(0, colon),
-                         std::stoi(metrics_.substr(colon + 1)));
-    httplib::Result result = http.Get("/metrics");
-    if (!result || result->status != 200) return -1;
-    for (absl::string_view line : absl::StrSplit(result->body, '\n')) {
-      if (absl::StartsWith(line, series + " ")) {
-        double value = 0;
-        if (absl::SimpleAtod(line.substr(series.size() + 1), &value))
-          return static_cast<int64_t>(value);
-      }
-    }
-    return 0;
+    std::string text = ScrapeMetrics(metrics_);
+    if (text.empty()) return -1;
+    return static_cast<int64_t>(Exposition(text).Value(series).value_or(0));
   }
   void Kill() { process_->Signal(SIGKILL); }
 
