@@ -55,10 +55,12 @@ void DiagnosticsToProto(
     for (const std::string& node : diagnostic.nodes) wire->add_nodes(node);
     wire->set_hint(diagnostic.hint);
     wire->set_method(diagnostic.method);
-    v1::SourceLocation* source = wire->mutable_source();
-    source->set_file(diagnostic.source.file);
-    source->set_line(diagnostic.source.line);
-    source->set_name(diagnostic.source.name);
+    if (!diagnostic.source.file.empty()) {
+      v1::SourceLocation* source = wire->mutable_source();
+      source->set_file(diagnostic.source.file);
+      source->set_line(diagnostic.source.line);
+      source->set_name(diagnostic.source.name);
+    }
   }
 }
 

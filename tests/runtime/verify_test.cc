@@ -324,37 +324,46 @@ TEST(VerifyTest, ReportsAsJsonAndText) {
 // itself.
 TEST(VerifyTest, MismatchReportsCountsGreatestDifferencesAndTheirIndices) {
   constexpr int kRows = 4, kCols = 30, kN = kRows * kCols;
+  // Returns the user input named `returned` (a clone of it).
   auto program = [](const std::string& returned) {
-    return ParseProgram(R"pb(
-                          methods { name: "forward"
-                                    nodes {
-                                      name: "expected"
-                                      input { kind: USER_INPUT }
-                                      tensor {
-                                        dtype: F32
-                                        sizes: [ 4, 30 ]
-                                      }
-                                    }
-                                    nodes {
-                                      name: "actual"
-                                      input { kind: USER_INPUT }
-                                      tensor {
-                                        dtype: F32
-                                        sizes: [ 4, 30 ]
-                                      }
-                                    }
-                                    nodes { name: "r"
-                                            call { op: "aten::clone"
-                                                   args { value: ")pb" +
-                        returned + R"pb(                                        " } }
-          tensor { dtype: F32 sizes: [ 4, 30 ] }
+    std::string text = R"pb(
+      methods {
+        name: "forward"
+        nodes {
+          name: "expected"
+          input { kind: USER_INPUT }
+          tensor {
+            dtype: F32
+            sizes: [ 4, 30 ]
+          }
         }
-                                                                                nodes {
+        nodes {
+          name: "actual"
+          input { kind: USER_INPUT }
+          tensor {
+            dtype: F32
+            sizes: [ 4, 30 ]
+          }
+        }
+        nodes {
+          name: "r"
+          call {
+            op: "aten::clone"
+            args { value: "RETURNED" }
+          }
+          tensor {
+            dtype: F32
+            sizes: [ 4, 30 ]
+          }
+        }
+        nodes {
           name: "output"
           output { values { value: "r" } }
         }
       }
-    )pb");
+    )pb";
+    text.replace(text.find("RETURNED"), 8, returned);
+    return ParseProgram(text);
   };
   std::vector<float> expected(kN), actual(kN);
   for (int i = 0; i < kN; ++i) expected[i] = actual[i] = 1.0f + 0.5f * i;
