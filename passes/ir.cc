@@ -7,6 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "passes/diagnostics.h"
 
 namespace ferry {
 
@@ -98,6 +99,21 @@ absl::StatusOr<Device> ParseTargetDevice(std::string_view text) {
   return absl::InvalidArgumentError(
       absl::StrCat("unknown device type '", std::string(type), "' in '",
                    std::string(text), "' (valid types: cpu, cuda)"));
+}
+
+std::string DidYouMeanDevice(std::string_view text) {
+  static const std::string kTypes[] = {"cpu", "cuda"};
+  std::string lowered =
+      absl::AsciiStrToLower(absl::StripAsciiWhitespace(std::string(text)));
+  const size_t colon = lowered.find(':');
+  const std::string type = lowered.substr(0, colon);
+  const std::string index =
+      colon == std::string::npos ? "" : lowered.substr(colon);
+  for (const std::string& known : kTypes)
+    if (type == known) return {};  // the type is right; the index is not
+  std::optional<std::string> closest = NameSuggester().Closest(type, kTypes);
+  if (!closest.has_value()) return {};
+  return DidYouMeanText(absl::StrCat(*closest, index));
 }
 
 std::vector<int64_t> ContiguousStrides(std::span<const int64_t> sizes) {

@@ -58,6 +58,10 @@ struct Device {
 // ignored, the type is case-insensitive ("cpu", "cuda"), the index defaults
 // to 0 and must be a non-negative decimal integer. "cpu:N" is the host.
 absl::StatusOr<Device> ParseTargetDevice(std::string_view text);
+// The hint for a device text ParseTargetDevice refuses for its type:
+// "did you mean 'cuda:0'?" for "cdua:0" (the index kept), "" when no device
+// type is close (DidYouMean, diagnostics.h).
+std::string DidYouMeanDevice(std::string_view text);
 
 // ---------------------------------------------------------------------------
 // Tensor specs.

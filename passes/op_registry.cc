@@ -66,10 +66,13 @@ const OpInfo* LookupOp(std::string_view qualified_name) {
   return it == registry.end() ? nullptr : &it->second;
 }
 
-std::vector<std::string> RegisteredOps() {
-  std::vector<std::string> names;
-  for (const auto& [name, info] : BuiltinRegistry()) names.push_back(name);
-  return names;
+const std::vector<std::string>& RegisteredOps() {
+  static const std::vector<std::string>* const names = [] {
+    auto* built = new std::vector<std::string>();
+    for (const auto& [name, info] : BuiltinRegistry()) built->push_back(name);
+    return built;
+  }();
+  return *names;
 }
 
 }  // namespace ferry

@@ -121,7 +121,8 @@ LowerOptions ResolveOptions(const v1::LowerOptions& proto,
       diagnostics.Error(
           codes::kBadOption,
           absl::StrCat(std::string(what), ": ", d.status().message()), {},
-          "devices are written 'cuda:N' or 'cpu'");
+          HintOr(DidYouMeanDevice(text),
+                 "devices are written 'cuda:N' or 'cpu'"));
   };
   check_target(options.partition_target, "partitioner.target_device");
   std::map<std::string, std::string> tags(p.tag_targets().begin(),
@@ -132,6 +133,7 @@ LowerOptions ResolveOptions(const v1::LowerOptions& proto,
   }
   options.partition_backend = p.backend();
   // Operator lists: registry names (".default" accepted), sorted.
+  NameSuggester suggester;
   auto resolve_operators = [&](const auto& names, std::string_view what,
                                std::vector<std::string>& out) {
     for (const std::string& name : names) {
@@ -141,8 +143,9 @@ LowerOptions ResolveOptions(const v1::LowerOptions& proto,
             codes::kBadOption,
             absl::StrCat(std::string(what), ": unknown operator '", name, "'"),
             {},
-            "name registered operators, e.g. 'aten::relu_' "
-            "(docs/operators.md)");
+            HintOr(suggester.DidYouMean(name, RegisteredOps()),
+                   "name registered operators, e.g. 'aten::relu_' "
+                   "(docs/operators.md)"));
         continue;
       }
       out.push_back(info->schema->QualifiedName());

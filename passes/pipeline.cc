@@ -16,6 +16,7 @@
 #include "passes/place_and_copy.h"
 #include "passes/plan_memory.h"
 #include "passes/proto_io.h"
+#include "passes/report_io.h"
 #include "passes/validate.h"
 
 namespace ferry {
@@ -108,6 +109,7 @@ absl::StatusOr<LowerResult> LowerUnguarded(const v1::LowerRequest& request,
     return ImportProgram(request.program(), result.diagnostics);
   });
   auto finish = [&](bool ok) {
+    AttachNodeSources(request.program(), result.diagnostics);
     result.ok = ok;
     result.stats = ok ? CountStats(program) : LowerStats{};
     result.stats.passes = timings;

@@ -5,12 +5,16 @@
 // import read, so export(import(p)) prints as p does.
 #include "passes/proto_io.h"
 
+#include <algorithm>
+#include <span>
+
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "ferry/file.h"
 #include "ferry/v1/program.pb.h"
+#include "google/protobuf/descriptor.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/json_util.h"
@@ -122,7 +126,9 @@ class SpecImporter {
     }
     diagnostics_.Error(
         codes::kBadDevice, absl::StrCat("unknown device type '", type, "'"),
-        {where}, "device types are 'cpu' and 'cuda' (lower case)");
+        {where},
+        HintOr(DidYouMeanDevice(type),
+               "device types are 'cpu' and 'cuda' (lower case)"));
     return Device::Cpu();
   }
 
@@ -151,12 +157,18 @@ void ExportSpec(const TensorSpec& s, v1::TensorSpec* p) {
 // Imports one method (or a lowered module's graph).
 class MethodImporter {
  public:
-  MethodImporter(const ProgramIndex& index, Diagnostics& diagnostics)
-      : modules_(index), diagnostics_(diagnostics), specs_(diagnostics) {}
+  MethodImporter(const ProgramIndex& index, Diagnostics& diagnostics,
+                 NameSuggester& suggester)
+      : modules_(index),
+        diagnostics_(diagnostics),
+        specs_(diagnostics),
+        suggester_(suggester) {}
 
   Method Import(const v1::Method& p) {
     Method m;
     m.name = p.name();
+    method_ = &p;
+    node_names_.clear();
     index_.clear();
     index_.reserve(p.nodes_size());
     // Names first, so a reference to a later node is reported as a forward
@@ -210,7 +222,8 @@ class MethodImporter {
     if (it == index_.end()) {
       diagnostics_.Error(
           codes::kDanglingReference,
-          absl::StrCat("reference to undefined value '", name, "'"), {reader});
+          absl::StrCat("reference to undefined value '", name, "'"), {reader},
+          suggester_.DidYouMean(name, NamesBefore(at)));
       return -1;
     }
     if (it->second >= at) {
@@ -225,6 +238,17 @@ class MethodImporter {
       return -1;
     }
     return it->second;
+  }
+
+  // The names of the nodes before node `at`: what a reference there could
+  // have meant (a later node would be a forward reference).
+  std::span<const std::string> NamesBefore(int32_t at) {
+    if (node_names_.empty())
+      for (const v1::Node& node : method_->nodes())
+        node_names_.push_back(node.name());
+    return std::span<const std::string>(node_names_)
+        .first(static_cast<size_t>(std::clamp<int32_t>(
+            at, 0, static_cast<int32_t>(node_names_.size()))));
   }
 
   // Checks that `source` has a tuple result with an element `index`.
@@ -491,11 +515,12 @@ class MethodImporter {
       n.schema = info->schema;
       return;
     }
-    diagnostics_.Error(codes::kUnknownOperator,
-                       absl::StrCat("unknown operator '", n.target, "'"),
-                       {n.name},
-                       "give the node its ATen schema in call.schema, or use "
-                       "a registered operator (see docs/format.md)");
+    diagnostics_.Error(
+        codes::kUnknownOperator,
+        absl::StrCat("unknown operator '", n.target, "'"), {n.name},
+        HintOr(suggester_.DidYouMean(n.target, RegisteredOps()),
+               "give the node its ATen schema in call.schema, or use a "
+               "registered operator (see docs/format.md)"));
   }
 
   void CheckOutput(const Method& m) {
@@ -518,8 +543,11 @@ class MethodImporter {
   const ProgramIndex& modules_;  // modules and constants are imported first
   Diagnostics& diagnostics_;
   SpecImporter specs_;
+  NameSuggester& suggester_;  // shared by every method of the program
+  const v1::Method* method_ = nullptr;
   // Keys point into the proto's names, which outlive the import.
   absl::flat_hash_map<absl::string_view, int32_t> index_;
+  std::vector<std::string> node_names_;  // built on first need, NamesBefore
 };
 
 void ExportArgument(const Method& m, const Argument& a, v1::Argument* p) {
@@ -653,12 +681,60 @@ void ExportMethod(const Method& m, v1::Method* p) {
   }
 }
 
+// The text between the first `open` after `from` and the next quote.
+std::string_view QuotedAfter(std::string_view message, std::string_view open) {
+  size_t start = message.find(open);
+  if (start == std::string_view::npos) return {};
+  start += open.size();
+  size_t end = message.find('"', start);
+  if (end == std::string_view::npos) return {};
+  return message.substr(start, end - start);
+}
+
+// "did you mean" for the text parser's two misspelling errors, from the
+// descriptors of the ferry.v1 messages:
+//   Message type "ferry.v1.LowerOptions" has no field named "skip_h2d".
+//   Unknown enumeration value of "AT_LAOD" for field "constant_staging".
+std::string TextParseHint(std::string_view message) {
+  namespace pb = google::protobuf;
+  std::vector<std::string> known;
+  std::string_view name;
+  if (std::string_view type = QuotedAfter(message, "Message type \"");
+      !type.empty()) {
+    name = QuotedAfter(message, "has no field named \"");
+    const pb::Descriptor* descriptor =
+        pb::DescriptorPool::generated_pool()->FindMessageTypeByName(
+            std::string(type));
+    if (descriptor == nullptr) return {};
+    for (int i = 0; i < descriptor->field_count(); ++i)
+      known.push_back(descriptor->field(i)->name());
+  } else if (std::string_view value =
+                 QuotedAfter(message, "Unknown enumeration value of \"");
+             !value.empty()) {
+    name = value;
+    // The message does not say whose field: every ferry.v1 enum field of
+    // that name offers its values.
+    const std::string field(QuotedAfter(message, "for field \""));
+    const pb::FileDescriptor* file = v1::Program::descriptor()->file();
+    for (int m = 0; m < file->message_type_count(); ++m) {
+      const pb::FieldDescriptor* f =
+          file->message_type(m)->FindFieldByName(field);
+      if (f == nullptr || f->enum_type() == nullptr) continue;
+      for (int v = 0; v < f->enum_type()->value_count(); ++v)
+        known.push_back(f->enum_type()->value(v)->name());
+    }
+  }
+  return DidYouMean(name, known);
+}
+
 // Collects protobuf parser errors into one message.
 class CollectingErrors : public google::protobuf::io::ErrorCollector {
  public:
   void AddError(int line, int column, const std::string& message) override {
     if (!text.empty()) text += "; ";
     absl::StrAppend(&text, "line ", line + 1, ":", column + 1, ": ", message);
+    if (std::string hint = TextParseHint(message); !hint.empty())
+      absl::StrAppend(&text, " (", hint, ")");
   }
   void AddWarning(int, int, const std::string&) override {}
   std::string text;
@@ -739,10 +815,11 @@ Program ImportProgram(const v1::Program& proto, Diagnostics& diagnostics) {
   }
   // The modules vector is complete: the index's pointers stay valid.
   const ProgramIndex index(program);
+  NameSuggester suggester;
   for (int i = 0; i < proto.modules_size(); ++i) {
     Diagnostics module_diagnostics;
     module_diagnostics.SetMethod("module:" + proto.modules(i).id());
-    MethodImporter importer(index, module_diagnostics);
+    MethodImporter importer(index, module_diagnostics, suggester);
     Method graph = importer.Import(proto.modules(i).graph());
     program.modules[i].graph = std::move(graph);
     diagnostics.Append(module_diagnostics);
@@ -758,7 +835,7 @@ Program ImportProgram(const v1::Program& proto, Diagnostics& diagnostics) {
                         {pm.name()});
     Diagnostics method_diagnostics;
     method_diagnostics.SetMethod(pm.name());
-    MethodImporter importer(index, method_diagnostics);
+    MethodImporter importer(index, method_diagnostics, suggester);
     program.methods.push_back(importer.Import(pm));
     diagnostics.Append(method_diagnostics);
   }

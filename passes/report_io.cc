@@ -1,7 +1,9 @@
 #include "passes/report_io.h"
 
 #include <algorithm>
+#include <map>
 #include <memory>
+#include <string_view>
 #include <utility>
 
 #include "google/protobuf/descriptor.h"
@@ -53,6 +55,12 @@ void DiagnosticsToProto(
     for (const std::string& node : diagnostic.nodes) wire->add_nodes(node);
     wire->set_hint(diagnostic.hint);
     wire->set_method(diagnostic.method);
+    if (!diagnostic.source.file.empty()) {
+      v1::SourceLocation* source = wire->mutable_source();
+      source->set_file(diagnostic.source.file);
+      source->set_line(diagnostic.source.line);
+      source->set_name(diagnostic.source.name);
+    }
   }
 }
 
@@ -65,8 +73,42 @@ Diagnostics DiagnosticsFromProto(
         std::vector<std::string>(wire.nodes().begin(), wire.nodes().end()),
         wire.hint());
     diagnostic.method = wire.method();
+    diagnostic.source = DiagnosticSource{
+        wire.source().file(), wire.source().line(), wire.source().name()};
   }
   return result;
+}
+
+void AttachNodeSources(const v1::Program& program, Diagnostics& diagnostics) {
+  // Built on first need: most reports have no diagnostics.
+  // (method, node) -> source; a lowered module's graph is the method
+  // "module:ID", as import names it.
+  std::map<std::pair<std::string, std::string_view>, const v1::SourceLocation*>
+      sources;
+  auto index = [&](const std::string& method, const v1::Method& graph) {
+    for (const v1::Node& node : graph.nodes())
+      if (node.has_source() && !node.source().file().empty())
+        // The first node of a name wins (a duplicate is E0101).
+        sources.emplace(
+            std::pair<std::string, std::string_view>(method, node.name()),
+            &node.source());
+  };
+  bool indexed = false;
+  for (Diagnostic& d : diagnostics.mutable_items()) {
+    if (d.method.empty() || d.nodes.empty() || !d.source.file.empty()) continue;
+    if (!indexed) {
+      for (const v1::Method& method : program.methods())
+        index(method.name(), method);
+      for (const v1::LoweredModule& module : program.modules())
+        index("module:" + module.id(), module.graph());
+      indexed = true;
+    }
+    auto it = sources.find(
+        std::pair<std::string, std::string_view>(d.method, d.nodes.front()));
+    if (it == sources.end()) continue;
+    d.source = DiagnosticSource{it->second->file(), it->second->line(),
+                                it->second->name()};
+  }
 }
 
 void StatsToProto(const LowerStats& stats, v1::LowerStats* out) {

@@ -9,6 +9,7 @@
 
 #include <string>
 
+#include "ferry/v1/program.pb.h"
 #include "ferry/v1/report.pb.h"
 #include "google/protobuf/message.h"
 #include "google/protobuf/repeated_ptr_field.h"
@@ -22,6 +23,12 @@ void DiagnosticsToProto(
     google::protobuf::RepeatedPtrField<v1::Diagnostic>* out);
 Diagnostics DiagnosticsFromProto(
     const google::protobuf::RepeatedPtrField<v1::Diagnostic>& diagnostics);
+
+// Fills each diagnostic's `source` from the Node.source of its primary node
+// (nodes[0], looked up in its method) in `program`, the program as the
+// client sent it, so that import errors get theirs too. Diagnostics without
+// a method, or naming no node of it with a source, keep theirs (none).
+void AttachNodeSources(const v1::Program& program, Diagnostics& diagnostics);
 
 void StatsToProto(const LowerStats& stats, v1::LowerStats* out);
 LowerStats StatsFromProto(const v1::LowerStats& stats);

@@ -124,8 +124,9 @@ struct OpInfo {
 // The built-in registry. Lookup accepts "ns::name.overload" and, for the
 // default overload, "ns::name" or "ns::name.default". Null when unknown.
 const OpInfo* LookupOp(std::string_view qualified_name);
-// Every registered operator, in a stable order (for tests and docs).
-std::vector<std::string> RegisteredOps();
+// Every registered operator, in a stable order (for tests, docs and the
+// "did you mean" of an unknown operator).
+const std::vector<std::string>& RegisteredOps();
 
 // The copy operators' names.
 inline constexpr std::string_view kH2DCopyOp = "et_copy::_h2d_copy";

@@ -656,7 +656,9 @@ class GraphValidator {
               module->TargetDeviceText().value_or(""),
               "' is invalid: ", module->target_device.status().message()),
           {node.name},
-          "use 'cpu' or 'cuda:N' (N >= 0; the type is case-insensitive)");
+          HintOr(DidYouMeanDevice(module->TargetDeviceText().value_or("")),
+                 "use 'cpu' or 'cuda:N' (N >= 0; the type is "
+                 "case-insensitive)"));
     } else if (const Device device = module->device();
                module_ != nullptr && !device.is_host() &&
                !(device == module_device_)) {
@@ -1035,7 +1037,9 @@ void CheckModule(const LoweredModule& module, bool called,
         absl::StrCat(name, " has an invalid target_device '",
                      module.TargetDeviceText().value_or(""),
                      "': ", module.target_device.status().message()),
-        {}, "use 'cpu' or 'cuda:N' (N >= 0)");
+        {},
+        HintOr(DidYouMeanDevice(module.TargetDeviceText().value_or("")),
+               "use 'cpu' or 'cuda:N' (N >= 0)"));
   }
   std::vector<int32_t> inputs = UserInputs(module.graph);
   std::vector<std::string> input_names;

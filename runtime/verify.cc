@@ -6,6 +6,7 @@
 //   compare expected[i] with actual[i], element by element
 #include "runtime/verify.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <exception>
@@ -103,6 +104,24 @@ absl::StatusOr<ExecutionMode> ChooseMode(const Program& lowered,
   return ExecutionMode::kCuda;
 }
 
+// The absolute and relative difference of one element pair, as
+// torch.testing.assert_close computes them: a NaN or an infinity against a
+// different value differs by infinity (and matching ones by 0); the relative
+// difference is infinite where expected is 0 and actual is not.
+struct Difference {
+  double absolute = 0, relative = 0;
+};
+Difference DifferenceOf(double actual, double expected, bool same) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  const bool finite = std::isfinite(actual) && std::isfinite(expected);
+  if (!finite) return same ? Difference{} : Difference{kInf, kInf};
+  Difference d;
+  d.absolute = std::fabs(actual - expected);
+  if (d.absolute == 0) return d;
+  d.relative = expected == 0 ? kInf : d.absolute / std::fabs(expected);
+  return d;
+}
+
 OutputComparison Compare(const std::string& method, int index,
                          const HostTensor& expected, const HostTensor& actual,
                          std::string_view device) {
@@ -110,15 +129,28 @@ OutputComparison Compare(const std::string& method, int index,
   c.method = method;
   c.output_index = index;
   c.dtype = std::string(DTypeName(expected.dtype));
+  c.sizes = expected.sizes;
   const Tolerance tolerance = ToleranceFor(expected.dtype, device);
   c.atol = tolerance.atol;
   c.rtol = tolerance.rtol;
   const DType ec = expected.dtype;
   const DType ac = actual.dtype;
   const int64_t n = expected.numel();
+  c.elements = n;
   const int64_t ee = ElementSize(expected.dtype),
                 ae = ElementSize(actual.dtype);
   const bool exact = !IsFloatingPoint(expected.dtype);
+  // Greatest differences over all elements and over the mismatching ones
+  // (first index of each; -1: none yet). The report keeps the second pair
+  // when there is a mismatch, as assert_close does.
+  struct Greatest {
+    double abs = 0, rel = 0;
+    int64_t abs_at = -1, rel_at = -1;
+    void Add(const Difference& d, int64_t i) {
+      if (abs_at < 0 || d.absolute > abs) abs = d.absolute, abs_at = i;
+      if (rel_at < 0 || d.relative > rel) rel = d.relative, rel_at = i;
+    }
+  } all, mismatched;
   for (int64_t i = 0; i < n; ++i) {
     const std::byte* ep = expected.data.data() + i * ee;
     const std::byte* ap = actual.data.data() + i * ae;
@@ -135,15 +167,10 @@ OutputComparison Compare(const std::string& method, int index,
       a = element::LoadAsDouble(ac, ap);
       same = WithinTolerance(a, e, tolerance);
     }
-    if (!std::isnan(e) && !std::isnan(a) && !(std::isinf(e) && e == a)) {
-      const double abs_error = std::fabs(a - e);
-      c.max_abs_error = std::max(c.max_abs_error, abs_error);
-      if (e != 0)
-        c.max_rel_error = std::max(c.max_rel_error, abs_error / std::fabs(e));
-    } else if (!same) {
-      c.max_abs_error = std::numeric_limits<double>::infinity();
-    }
+    const Difference d = DifferenceOf(a, e, same);
+    all.Add(d, i);
     if (!same) {
+      mismatched.Add(d, i);
       if (c.first_mismatch_index < 0) {
         c.first_mismatch_index = i;
         c.expected_value = e;
@@ -153,6 +180,13 @@ OutputComparison Compare(const std::string& method, int index,
     }
   }
   c.match = c.mismatched_elements == 0;
+  const Greatest& greatest = c.match ? all : mismatched;
+  c.max_abs_error = greatest.abs;
+  c.max_rel_error = greatest.rel;
+  if (greatest.abs_at >= 0)
+    c.max_abs_error_index = UnravelIndex(greatest.abs_at, c.sizes);
+  if (greatest.rel_at >= 0)
+    c.max_rel_error_index = UnravelIndex(greatest.rel_at, c.sizes);
   return c;
 }
 
@@ -219,37 +253,102 @@ std::string Number(double v) {
 
 }  // namespace
 
+std::vector<int64_t> UnravelIndex(int64_t linear,
+                                  const std::vector<int64_t>& sizes) {
+  std::vector<int64_t> index(sizes.size(), 0);
+  for (size_t d = sizes.size(); d-- > 0;) {
+    if (sizes[d] <= 0) continue;
+    index[d] = linear % sizes[d];
+    linear /= sizes[d];
+  }
+  return index;
+}
+
+namespace {
+
+// Python's tuple, as assert_close prints an index: "(1, 2)", "(3,)", "()".
+std::string IndexText(const std::vector<int64_t>& index) {
+  if (index.size() == 1) return absl::StrCat("(", index[0], ",)");
+  return absl::StrCat("(", absl::StrJoin(index, ", "), ")");
+}
+
+std::string OutputName(const OutputComparison& c) {
+  return absl::StrCat(c.method, " output ", c.output_index);
+}
+
+}  // namespace
+
 std::string VerifyReport::Summary() const {
-  std::string text;
   std::string fallbacks;
   for (const HostFallback& f : host_fallbacks)
     absl::StrAppend(&fallbacks, fallbacks.empty() ? "host fallbacks: " : ", ",
                     f.op, " x", f.count);
+  const std::string head = absl::StrCat("verify on ", device, ": ");
   if (!error.empty()) {
-    absl::StrAppend(&text, "verify on ", device, ": ERROR: ", error, "\n");
-  } else if (ok) {
-    absl::StrAppend(&text, "verify on ", device, ": OK (", outputs.size(),
-                    outputs.size() == 1 ? " output matches" : " outputs match",
-                    fallbacks.empty() ? "" : "; ", fallbacks, ")\n");
-  } else {
-    absl::StrAppend(&text, "verify on ", device, ": MISMATCH",
-                    fallbacks.empty() ? "" : " (", fallbacks,
-                    fallbacks.empty() ? "" : ")", "\n");
+    // One line: the error's own line breaks become spaces.
+    std::string one_line = error;
+    std::replace(one_line.begin(), one_line.end(), '\n', ' ');
+    return absl::StrCat(head, "ERROR: ", one_line,
+                        fallbacks.empty() ? "" : " (", fallbacks,
+                        fallbacks.empty() ? "" : ")");
   }
+  if (ok) {
+    return absl::StrCat(
+        head, "OK (", outputs.size(),
+        outputs.size() == 1 ? " output matches" : " outputs match",
+        fallbacks.empty() ? "" : "; ", fallbacks, ")");
+  }
+  // The first few mismatching outputs, by name.
+  constexpr size_t kNamed = 3;
+  std::vector<std::string> named;
+  size_t mismatching = 0;
   for (const OutputComparison& c : outputs) {
-    absl::StrAppend(&text, "  ", c.method, " output ", c.output_index, " (",
-                    c.dtype, "): ");
-    if (c.match) {
-      absl::StrAppend(&text, "match");
-    } else {
-      absl::StrAppend(
-          &text, c.mismatched_elements, " element(s) differ; first at index ",
-          c.first_mismatch_index, ": expected ", Number(c.expected_value),
-          ", got ", Number(c.actual_value));
+    if (c.match) continue;
+    if (++mismatching <= kNamed)
+      named.push_back(absl::StrCat(OutputName(c), ": ", c.mismatched_elements,
+                                   " / ", c.elements, " elements"));
+  }
+  if (mismatching > kNamed) named.push_back("...");
+  return absl::StrCat(head, "MISMATCH in ", mismatching, " of ", outputs.size(),
+                      " output", outputs.size() == 1 ? "" : "s", " (",
+                      absl::StrJoin(named, ", "), ")",
+                      fallbacks.empty() ? "" : "; ", fallbacks);
+}
+
+std::string VerifyReport::Text() const {
+  std::string text = absl::StrCat(Summary(), "\n");
+  for (const OutputComparison& c : outputs) {
+    absl::StrAppend(&text, "  ", OutputName(c), " (", c.dtype, "[",
+                    absl::StrJoin(c.sizes, ","), "]): ");
+    if (!c.match && c.first_mismatch_index < 0) {
+      absl::StrAppend(&text, "not compared\n");  // `error` says why
+      continue;
     }
-    absl::StrAppend(&text, "; max abs error ", Number(c.max_abs_error),
-                    ", max rel error ", Number(c.max_rel_error), " (atol ",
-                    Number(c.atol), ", rtol ", Number(c.rtol), ")\n");
+    if (c.match) {
+      absl::StrAppend(&text, "match (greatest absolute difference ",
+                      Number(c.max_abs_error), ", relative ",
+                      Number(c.max_rel_error), "; atol ", Number(c.atol),
+                      ", rtol ", Number(c.rtol), ")\n");
+      continue;
+    }
+    const double percent =
+        c.elements > 0 ? 100.0 * static_cast<double>(c.mismatched_elements) /
+                             static_cast<double>(c.elements)
+                       : 0;
+    absl::StrAppend(
+        &text, "MISMATCH\n", "    Mismatched elements: ", c.mismatched_elements,
+        " / ", c.elements, " (", absl::StrFormat("%.1f", percent), "%)\n",
+        "    Greatest absolute difference: ", Number(c.max_abs_error),
+        " at index ", IndexText(c.max_abs_error_index), " (up to ",
+        Number(c.atol), " allowed)\n",
+        "    Greatest relative difference: ", Number(c.max_rel_error),
+        " at index ", IndexText(c.max_rel_error_index), " (up to ",
+        Number(c.rtol), " allowed)\n");
+    if (c.first_mismatch_index >= 0)
+      absl::StrAppend(&text, "    First mismatch at index ",
+                      IndexText(UnravelIndex(c.first_mismatch_index, c.sizes)),
+                      ": expected ", Number(c.expected_value), ", got ",
+                      Number(c.actual_value), "\n");
   }
   return text;
 }
@@ -382,6 +481,7 @@ absl::StatusOr<VerifyReport> VerifyUnguarded(const Program& original,
         c.method = method.name;
         c.output_index = static_cast<int>(i);
         c.dtype = std::string(DTypeName(e.dtype));
+        c.sizes = e.sizes;
         report.outputs.push_back(c);
         return fail("", absl::InvalidArgumentError(absl::StrCat(
                             "method '", method.name, "' output ", i, " is ",

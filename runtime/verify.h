@@ -76,8 +76,18 @@ struct OutputComparison {
   int64_t mismatched_elements = 0;
   int64_t first_mismatch_index = -1;  // row-major element index; -1: none
   double expected_value = 0, actual_value = 0;  // at first_mismatch_index
+  // The greatest absolute and relative differences, as
+  // torch.testing.assert_close reports them: over the mismatching elements
+  // when there are any, else over all. Relative is |a - e| / |e|, infinite
+  // where e is 0 and a is not; a NaN or an infinity against anything else
+  // differs by infinity.
   double max_abs_error = 0, max_rel_error = 0;
+  // The n-d (row-major) index of the first element with each; empty when
+  // no element was compared.
+  std::vector<int64_t> max_abs_error_index, max_rel_error_index;
   double atol = 0, rtol = 0;
+  std::vector<int64_t> sizes;  // the output's
+  int64_t elements = 0;        // compared: the product of `sizes`
 };
 
 // Calls of one operator that ran through the host kernel inside a device
@@ -100,10 +110,24 @@ struct VerifyReport {
   // program, as computed on the backend.
   std::vector<GivenInput> lowered_outputs;
 
-  // One line per output, after a headline ("verify on sim: OK ...").
-  // The JSON form is ReportJson(VerifyReportToProto(report)) (verify_io.h).
+  // One line, no newline: "verify on sim: OK (1 output matches)",
+  // "verify on sim: MISMATCH in 1 of 2 outputs (forward output 0: 3 / 120
+  // elements)", "verify on sim: ERROR: ...", with the host fallbacks.
   std::string Summary() const;
+  // What `ferry verify` prints: Summary(), then for each output a line, and
+  // for a mismatching one torch.testing.assert_close's figures:
+  //   forward output 0 (f32[4,30]): MISMATCH
+  //     Mismatched elements: 3 / 120 (2.5%)
+  //     Greatest absolute difference: 0.5 at index (1, 2) (up to 1e-05 allowed)
+  //     Greatest relative difference: inf at index (0, 3) (up to 1e-05 allowed)
+  //     First mismatch at index (0, 3): expected 0, got 0.25
+  // The JSON form is ReportJson(VerifyReportToProto(report)) (verify_io.h).
+  std::string Text() const;
 };
+
+// The n-d row-major index of element `linear` of a tensor of `sizes`.
+std::vector<int64_t> UnravelIndex(int64_t linear,
+                                  const std::vector<int64_t>& sizes);
 
 // The tolerances floats are compared with on `device` ("sim" or "cuda");
 // 0/0 for integers and bool.

@@ -1,5 +1,6 @@
 #include "runtime/verify_io.h"
 
+#include <cstdint>
 #include <string>
 #include <utility>
 
@@ -30,6 +31,12 @@ v1::VerificationReport VerifyReportToProto(const VerifyReport& report) {
     wire->set_max_rel_error(comparison.max_rel_error);
     wire->set_atol(comparison.atol);
     wire->set_rtol(comparison.rtol);
+    for (int64_t size : comparison.sizes) wire->add_sizes(size);
+    wire->set_elements(comparison.elements);
+    for (int64_t i : comparison.max_abs_error_index)
+      wire->add_max_abs_error_index(i);
+    for (int64_t i : comparison.max_rel_error_index)
+      wire->add_max_rel_error_index(i);
   }
   return out;
 }
@@ -53,6 +60,12 @@ VerifyReport VerifyReportFromProto(const v1::VerificationReport& report) {
     comparison.max_rel_error = wire.max_rel_error();
     comparison.atol = wire.atol();
     comparison.rtol = wire.rtol();
+    comparison.sizes.assign(wire.sizes().begin(), wire.sizes().end());
+    comparison.elements = wire.elements();
+    comparison.max_abs_error_index.assign(wire.max_abs_error_index().begin(),
+                                          wire.max_abs_error_index().end());
+    comparison.max_rel_error_index.assign(wire.max_rel_error_index().begin(),
+                                          wire.max_rel_error_index().end());
     out.outputs.push_back(std::move(comparison));
   }
   for (const v1::HostFallback& wire : report.host_fallbacks())

@@ -12,7 +12,7 @@
 namespace ferry {
 
 // Everything but `lowered_outputs` (they travel as an InputSet, if at all);
-// `summary` is report.Summary().
+// `summary` is report.Summary(), one line.
 v1::VerificationReport VerifyReportToProto(const VerifyReport& report);
 VerifyReport VerifyReportFromProto(const v1::VerificationReport& report);
 

@@ -42,6 +42,7 @@ int RunCheck(const Args& args) {
     ResolveOptions(request.options(), program, diagnostics);
     ValidateProgram(program, diagnostics);
   }
+  AttachNodeSources(request.program(), diagnostics);
   if (report == "json") {
     v1::CheckReport check;
     check.set_ok(!diagnostics.HasErrors());

@@ -57,6 +57,7 @@ bool ImportChecked(const v1::Program& proto, const std::string& file,
   *program = ImportProgram(proto, diagnostics);
   if (!diagnostics.HasErrors()) ValidateProgram(*program, diagnostics);
   if (diagnostics.HasErrors()) {
+    AttachNodeSources(proto, diagnostics);
     std::fputs(FormatDiagnosticsText(diagnostics, file).c_str(), stderr);
     return false;
   }
@@ -96,9 +97,12 @@ int RunVerify(const Args& args) {
   } else if (device == "cuda") {
     options.device = VerifyDevice::kCuda;
   } else {
-    std::fprintf(stderr,
-                 "ferry verify: unknown --device '%s' (auto, sim, cuda)\n",
-                 device.c_str());
+    static const std::string kDevices[] = {"auto", "sim", "cuda"};
+    std::fprintf(
+        stderr, "ferry verify: %s\n",
+        WithDidYouMean("unknown --device '" + device + "' (auto, sim, cuda)",
+                       device, kDevices)
+            .c_str());
     return kExitUsage;
   }
   if (file.empty() || (report != "text" && report != "json")) {
@@ -211,7 +215,7 @@ int RunVerify(const Args& args) {
   if (report == "json") {
     std::printf("%s\n", ReportJson(VerifyReportToProto(*verified)).c_str());
   } else {
-    std::fputs(verified->Summary().c_str(), stdout);
+    std::fputs(verified->Text().c_str(), stdout);
   }
   return verified->ok ? kExitOk : kExitErrors;
 }

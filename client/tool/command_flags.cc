@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "ferry/cli_args.h"
+#include "passes/diagnostics.h"
 
 namespace ferry::tool {
 
@@ -23,6 +24,23 @@ void CommandFlags::AddFile(std::string& file) {
   has_file_ = true;
 }
 
+std::vector<std::string> CommandFlags::OptionNames() {
+  std::vector<std::string> names;
+  for (const CLI::Option* option : app_.get_options()) {
+    for (const std::string& name : option->get_lnames())
+      names.push_back("--" + name);
+    for (const std::string& name : option->get_snames())
+      names.push_back("-" + name);
+  }
+  return names;
+}
+
+std::string WithDidYouMean(std::string message, std::string_view value,
+                           std::span<const std::string> known) {
+  std::string hint = DidYouMean(value, known);
+  return hint.empty() ? message : message + "; " + hint;
+}
+
 std::optional<int> CommandFlags::Parse(const Args& args) {
   try {
     app_.parse(ArgsForCli11(app_, args));
@@ -39,8 +57,12 @@ std::optional<int> CommandFlags::Parse(const Args& args) {
   if (rest.empty()) return std::nullopt;
   const std::string& first = rest.front();
   if (first.size() > 1 && first[0] == '-') {
-    std::fprintf(stderr, "ferry %s: unknown option '%s'\n\n%s",
-                 command_.c_str(), first.c_str(), usage_.c_str());
+    // "--name=value": the name is what may be misspelt.
+    const std::string name = first.substr(0, first.find('='));
+    std::string hint = DidYouMean(name, OptionNames());
+    std::fprintf(stderr, "ferry %s: unknown option '%s'%s%s\n\n%s",
+                 command_.c_str(), first.c_str(), hint.empty() ? "" : "; ",
+                 hint.c_str(), usage_.c_str());
   } else if (has_file_) {
     std::fprintf(stderr, "ferry %s: one FILE only\n", command_.c_str());
   } else {

@@ -13,12 +13,20 @@
 #define FERRY_CLIENT_TOOL_COMMAND_FLAGS_H_
 
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "CLI/CLI.hpp"
 #include "client/tool/commands.h"
 
 namespace ferry::tool {
+
+// `message` with "; did you mean 'X'?" when a name of `known` is close to
+// `value` (DidYouMean, passes/diagnostics.h): for an option's bad value.
+std::string WithDidYouMean(std::string message, std::string_view value,
+                           std::span<const std::string> known);
 
 class CommandFlags {
  public:
@@ -36,6 +44,9 @@ class CommandFlags {
   std::optional<int> Parse(const Args& args);
 
  private:
+  // "--name" (and "-n") of every option declared, for "did you mean".
+  std::vector<std::string> OptionNames();
+
   std::string command_;
   std::string usage_;
   CLI::App app_;

@@ -207,7 +207,7 @@ int RemoteVerify(const RemoteOptions& remote, const v1::LowerRequest& request,
   if (report == "json") {
     std::printf("%s\n", ReportJson(VerifyReportToProto(verified)).c_str());
   } else {
-    std::fputs(verified.Summary().c_str(), stdout);
+    std::fputs(verified.Text().c_str(), stdout);
   }
   return verified.ok ? kExitOk : kExitErrors;
 }

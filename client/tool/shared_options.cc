@@ -58,8 +58,9 @@ void AddLoweringFlags(CLI::App& app, v1::LowerOptions& options) {
         } else if (value == "per-call") {
           options.set_constant_staging(v1::PER_CALL);
         } else {
-          throw CLI::ValidationError(
-              "--constant-staging takes at-load or per-call");
+          static const std::string kValues[] = {"at-load", "per-call"};
+          throw CLI::ValidationError(WithDidYouMean(
+              "--constant-staging takes at-load or per-call", value, kValues));
         }
       });
   app.add_flag_callback("--no-device-memory-planning", [&] {
@@ -78,8 +79,9 @@ void AddLoweringFlags(CLI::App& app, v1::LowerOptions& options) {
         } else if (value == "none") {
           partitioner->set_kind(v1::NONE);
         } else {
-          throw CLI::ValidationError(
-              "--partitioner takes tag, capability or none");
+          static const std::string kValues[] = {"tag", "capability", "none"};
+          throw CLI::ValidationError(WithDidYouMean(
+              "--partitioner takes tag, capability or none", value, kValues));
         }
       });
   app.add_option_function<std::string>(

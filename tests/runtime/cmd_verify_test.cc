@@ -25,9 +25,8 @@ TEST(CmdVerifyTest, MatchingOutputsExitZero) {
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_EQ(r.out,
             "verify on sim: OK (1 output matches)\n"
-            "  forward output 0 (f32): match; max abs error 0, max rel error 0 "
-            "(atol 1e-05, "
-            "rtol 1e-05)\n");
+            "  forward output 0 (f32[4,4]): match (greatest absolute "
+            "difference 0, relative 0; atol 1e-05, rtol 1e-05)\n");
   ToolResult json =
       RunFerry("verify --device=sim --seed 7 --report=json " + kSource +
                "/tests/conformance/A1_single_delegate/request.textproto");
@@ -44,7 +43,8 @@ TEST(CmdVerifyTest, MismatchAndRuntimeErrorsExitOne) {
                                  "b2_original.textproto " + kPrograms +
                                  "b2_lowered_no_copy_after_write.textproto");
   EXPECT_EQ(mismatch.exit_code, 1);
-  EXPECT_EQ(mismatch.out.rfind("verify on sim: MISMATCH\n", 0), 0u)
+  EXPECT_EQ(mismatch.out.rfind("verify on sim: MISMATCH in 1 of 1 output (", 0),
+            0u)
       << mismatch.out;
   ToolResult error = RunFerry("verify --device=sim --original=" + kPrograms +
                               "b7_original.textproto " + kPrograms +

@@ -4,8 +4,11 @@
 // node at fault; each correct one must verify.
 #include "runtime/verify.h"
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
+#include <vector>
 
 #include "ferry/file.h"
 #include "ferry/v1/program.pb.h"
@@ -270,38 +273,187 @@ TEST(VerifyTest, ReportsAsJsonAndText) {
   OutputComparison c;
   c.method = "forward";
   c.dtype = "f32";
+  c.sizes = {2, 3};
+  c.elements = 6;
   c.match = false;
   c.mismatched_elements = 2;
   c.first_mismatch_index = 3;
   c.expected_value = 0.5;
   c.actual_value = std::nan("");
-  c.max_abs_error = 1;
+  c.max_abs_error = std::numeric_limits<double>::infinity();
+  c.max_abs_error_index = {1, 0};
+  c.max_rel_error = std::numeric_limits<double>::infinity();
+  c.max_rel_error_index = {1, 0};
   c.atol = 1e-5;
   c.rtol = 1e-5;
   report.outputs.push_back(c);
   EXPECT_EQ(
       ReportJson(VerifyReportToProto(report)),
       "{\"ok\":false,\"device\":\"sim\",\"error\":\"\",\"outputs\":[{"
-      "\"method\":\"forward\","
-      "\"output_index\":0,\"dtype\":\"f32\",\"match\":false,\"mismatched_"
-      "elements\":\"2\","
-      "\"first_mismatch_index\":\"3\",\"expected_value\":0.5,\"actual_value\":"
-      "\"NaN\","
-      "\"max_abs_error\":1,\"max_rel_error\":0,\"atol\":1e-05,"
-      "\"rtol\":1e-05}],\"summary\":\"verify on sim: MISMATCH\\n  forward "
-      "output 0 (f32): 2 element(s) differ; first at index 3: expected 0.5, "
-      "got nan; max abs error 1, max rel error 0 (atol 1e-05, rtol "
-      "1e-05)\\n\",\"host_fallbacks\":[]}");
+      "\"method\":\"forward\",\"output_index\":0,\"dtype\":\"f32\","
+      "\"match\":false,\"mismatched_elements\":\"2\","
+      "\"first_mismatch_index\":\"3\",\"expected_value\":0.5,"
+      "\"actual_value\":\"NaN\",\"max_abs_error\":\"Infinity\","
+      "\"max_rel_error\":\"Infinity\",\"atol\":1e-05,\"rtol\":1e-05,"
+      "\"sizes\":[\"2\",\"3\"],\"elements\":\"6\","
+      "\"max_abs_error_index\":[\"1\",\"0\"],"
+      "\"max_rel_error_index\":[\"1\",\"0\"]}],"
+      "\"summary\":\"verify on sim: MISMATCH in 1 of 1 output (forward output "
+      "0: 2 / 6 elements)\",\"host_fallbacks\":[]}");
   // The wire form reads back into the same report.
   VerifyReport back = VerifyReportFromProto(VerifyReportToProto(report));
-  EXPECT_EQ(back.Summary(), report.Summary());
+  EXPECT_EQ(back.Text(), report.Text());
   EXPECT_EQ(ReportJson(VerifyReportToProto(back)),
             ReportJson(VerifyReportToProto(report)));
-  EXPECT_EQ(report.Summary(),
-            "verify on sim: MISMATCH\n"
-            "  forward output 0 (f32): 2 element(s) differ; first at index 3: "
-            "expected 0.5, got "
-            "nan; max abs error 1, max rel error 0 (atol 1e-05, rtol 1e-05)\n");
+  EXPECT_EQ(report.Text(),
+            "verify on sim: MISMATCH in 1 of 1 output (forward output 0: 2 / 6 "
+            "elements)\n"
+            "  forward output 0 (f32[2,3]): MISMATCH\n"
+            "    Mismatched elements: 2 / 6 (33.3%)\n"
+            "    Greatest absolute difference: inf at index (1, 0) (up to "
+            "1e-05 allowed)\n"
+            "    Greatest relative difference: inf at index (1, 0) (up to "
+            "1e-05 allowed)\n"
+            "    First mismatch at index (1, 0): expected 0.5, got nan\n");
+}
+
+// The figures of torch.testing.assert_close, checked against an oracle:
+// `expected` and `actual` are two user inputs the two programs return
+// unchanged, so the comparison sees exactly the data built here, and the
+// test computes the counts, the greatest differences and their indices
+// itself.
+TEST(VerifyTest, MismatchReportsCountsGreatestDifferencesAndTheirIndices) {
+  constexpr int kRows = 4, kCols = 30, kN = kRows * kCols;
+  // Returns the user input named `returned` (a clone of it).
+  auto program = [](const std::string& returned) {
+    std::string text = R"pb(
+      methods {
+        name: "forward"
+        nodes {
+          name: "expected"
+          input { kind: USER_INPUT }
+          tensor {
+            dtype: F32
+            sizes: [ 4, 30 ]
+          }
+        }
+        nodes {
+          name: "actual"
+          input { kind: USER_INPUT }
+          tensor {
+            dtype: F32
+            sizes: [ 4, 30 ]
+          }
+        }
+        nodes {
+          name: "r"
+          call {
+            op: "aten::clone"
+            args { value: "RETURNED" }
+          }
+          tensor {
+            dtype: F32
+            sizes: [ 4, 30 ]
+          }
+        }
+        nodes {
+          name: "output"
+          output { values { value: "r" } }
+        }
+      }
+    )pb";
+    text.replace(text.find("RETURNED"), 8, returned);
+    return ParseProgram(text);
+  };
+  std::vector<float> expected(kN), actual(kN);
+  for (int i = 0; i < kN; ++i) expected[i] = actual[i] = 1.0f + 0.5f * i;
+  expected[3] = 0.0f;  // (0, 3): actual 0.25 against 0: relative inf
+  actual[3] = 0.25f;
+  actual[1 * kCols + 2] += 0.5f;   // (1, 2): the greatest absolute
+  actual[3 * kCols + 29] -= 0.4f;  // (3, 29)
+  actual[2 * kCols + 7] += 1e-4f;  // within rtol * 15.5: a match
+  auto given = [&](const std::string& name, const std::vector<float>& data) {
+    GivenInput input;
+    input.method = "forward";
+    input.input = name;
+    input.dtype = DType::kF32;
+    input.sizes = {kRows, kCols};
+    input.data.assign(reinterpret_cast<const char*>(data.data()),
+                      data.size() * sizeof(float));
+    return input;
+  };
+  VerifyOptions options;
+  options.device = VerifyDevice::kSim;
+  options.inputs = {given("expected", expected), given("actual", actual)};
+  absl::StatusOr<VerifyReport> report =
+      VerifyPrograms(program("expected"), program("actual"), options);
+  ASSERT_TRUE(report.ok()) << report.status();
+
+  // The oracle, over the mismatching elements as assert_close does.
+  const Tolerance tolerance = ToleranceFor(DType::kF32, "sim");
+  int64_t mismatched = 0, first = -1, abs_at = -1, rel_at = -1;
+  double greatest_abs = -1, greatest_rel = -1;
+  for (int i = 0; i < kN; ++i) {
+    const double e = expected[i], a = actual[i];
+    const double diff = std::fabs(a - e);
+    if (diff <= tolerance.atol + tolerance.rtol * std::fabs(e)) continue;
+    ++mismatched;
+    if (first < 0) first = i;
+    const double rel =
+        e == 0 ? std::numeric_limits<double>::infinity() : diff / std::fabs(e);
+    if (diff > greatest_abs) greatest_abs = diff, abs_at = i;
+    if (rel > greatest_rel) greatest_rel = rel, rel_at = i;
+  }
+  ASSERT_EQ(mismatched, 3);  // the data is what the test meant
+  auto nd = [&](int64_t i) {
+    return std::vector<int64_t>{i / kCols, i % kCols};
+  };
+
+  ASSERT_EQ(report->outputs.size(), 1u);
+  const OutputComparison& c = report->outputs[0];
+  EXPECT_FALSE(c.match);
+  EXPECT_EQ(c.elements, kN);
+  EXPECT_EQ(c.sizes, (std::vector<int64_t>{kRows, kCols}));
+  EXPECT_EQ(c.mismatched_elements, mismatched);
+  EXPECT_EQ(c.first_mismatch_index, first);
+  EXPECT_EQ(c.max_abs_error, greatest_abs);
+  EXPECT_EQ(c.max_abs_error_index, nd(abs_at));
+  EXPECT_EQ(c.max_abs_error_index, (std::vector<int64_t>{1, 2}));
+  EXPECT_TRUE(std::isinf(c.max_rel_error));
+  EXPECT_EQ(c.max_rel_error_index, nd(rel_at));
+  EXPECT_EQ(c.max_rel_error_index, (std::vector<int64_t>{0, 3}));
+
+  const std::string text = report->Text();
+  EXPECT_EQ(report->Summary(),
+            "verify on sim: MISMATCH in 1 of 1 output (forward output 0: 3 / "
+            "120 elements)");
+  EXPECT_EQ(report->Summary().find('\n'), std::string::npos);
+  EXPECT_NE(text.find("  forward output 0 (f32[4,30]): MISMATCH\n"
+                      "    Mismatched elements: 3 / 120 (2.5%)\n"
+                      "    Greatest absolute difference: 0.5 at index (1, 2) "
+                      "(up to 1e-05 allowed)\n"
+                      "    Greatest relative difference: inf at index (0, 3) "
+                      "(up to 1e-05 allowed)\n"
+                      "    First mismatch at index (0, 3): expected 0, got "
+                      "0.25\n"),
+            std::string::npos)
+      << text;
+  const std::string json = ReportJson(VerifyReportToProto(*report));
+  EXPECT_NE(json.find("\"max_rel_error\":\"Infinity\""), std::string::npos)
+      << json;
+  EXPECT_NE(json.find("\"max_abs_error_index\":[\"1\",\"2\"],"
+                      "\"max_rel_error_index\":[\"0\",\"3\"]"),
+            std::string::npos)
+      << json;
+
+  // Equal data: a match, its greatest differences over all elements (0).
+  options.inputs = {given("expected", expected), given("actual", expected)};
+  absl::StatusOr<VerifyReport> same =
+      VerifyPrograms(program("expected"), program("actual"), options);
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_TRUE(same->ok) << same->Text();
+  EXPECT_EQ(same->Summary(), "verify on sim: OK (1 output matches)");
+  EXPECT_EQ(same->outputs[0].max_rel_error, 0);
 }
 
 TEST(VerifyTest, TolerancesDependOnDTypeAndBackend) {

@@ -227,5 +227,53 @@ TEST_F(ToolTest, AllowAndDenyOpFlagsNarrowTheCapabilityPartitioner) {
   }
 }
 
+// Messages like a compiler's: the node's source line first, and "did you
+// mean" for misspelt flags, flag values and devices.
+TEST_F(ToolTest, DiagnosticsStartWithTheSourceLineAndMisspellingsGetAHint) {
+  std::string file = Write("src.textproto", R"(
+methods {
+  name: "forward"
+  nodes { name: "a" input { kind: USER_INPUT } tensor { dtype: F32 sizes: 4 } }
+  nodes { name: "r" call { op: "aten::rellu" args { value: "a" } }
+          tensor { dtype: F32 sizes: 4 } source { file: "model.py" line: 42 } }
+  nodes { name: "output" output { values { value: "r" } } }
+}
+)");
+  ToolRun check = Ferry("check " + file);
+  EXPECT_EQ(check.exit_code, 1);
+  EXPECT_EQ(check.out,
+            "model.py:42: method 'forward': node 'r': error[FERRY-E0110]: "
+            "unknown operator 'aten::rellu'\n"
+            "  hint: did you mean 'aten::relu'?\n");
+  ToolRun json = Ferry("check --report=json " + file);
+  EXPECT_NE(json.out.find("\"source\":{\"file\":\"model.py\",\"line\":42"),
+            std::string::npos)
+      << json.out;
+
+  const std::string example = Example("two_delegates.textproto");
+  ToolRun flag = Ferry("lower --skip-h2d-input " + example);
+  EXPECT_EQ(flag.exit_code, 2);
+  EXPECT_NE(flag.out.find("ferry lower: unknown option '--skip-h2d-input'; "
+                          "did you mean '--skip-h2d-inputs'?"),
+            std::string::npos)
+      << flag.out;
+  ToolRun value = Ferry("lower --partitioner=capabilty " + example);
+  EXPECT_EQ(value.exit_code, 2);
+  EXPECT_NE(value.out.find("did you mean 'capability'?"), std::string::npos)
+      << value.out;
+  ToolRun device = Ferry("verify --device=cdua " + example);
+  EXPECT_EQ(device.exit_code, 2);
+  EXPECT_NE(device.out.find("ferry verify: unknown --device 'cdua' (auto, "
+                            "sim, cuda); did you mean 'cuda'?"),
+            std::string::npos)
+      << device.out;
+  ToolRun target =
+      Ferry("lower --partitioner=capability --target-device=cdua:0 " + example);
+  EXPECT_EQ(target.exit_code, 1);
+  EXPECT_NE(target.out.find("  hint: did you mean 'cuda:0'?"),
+            std::string::npos)
+      << target.out;
+}
+
 }  // namespace
 }  // namespace ferry

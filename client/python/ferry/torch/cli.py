@@ -444,7 +444,12 @@ def _format_diagnostics(diagnostics, file):
     from ferry.proto import report_pb2
     out = ""
     for d in diagnostics:
-        out += f"{file}:"
+        if d.source.file:
+            out += f"{d.source.file}:"
+            if d.source.line > 0:
+                out += f"{d.source.line}:"
+        else:
+            out += f"{file}:"
         if d.method:
             out += f" method '{d.method}':"
         if d.nodes:
@@ -488,28 +493,46 @@ def _number(v):
     return "nan" if math.isnan(v) else f"{v:.9g}"
 
 
+def _index(index):
+    return "(" + ", ".join(str(i) for i in index) + (",)" if len(index) == 1
+                                                     else ")")
+
+
 def verify_summary(report):
-    """The ferry tool's verify summary (runtime/verify.cc Summary)."""
-    if report.error:
-        text = f"verify on {report.device}: ERROR: {report.error}\n"
-    elif report.ok:
-        n = len(report.outputs)
-        text = (f"verify on {report.device}: OK ({n} "
-                f"{'output matches' if n == 1 else 'outputs match'})\n")
-    else:
-        text = f"verify on {report.device}: MISMATCH\n"
+    """The ferry tool's verify report (runtime/verify.cc Text): the one-line
+    summary, then each output."""
+    text = report.summary + "\n"
     for c in report.outputs:
-        text += f"  {c.method} output {c.output_index} ({c.dtype}): "
-        if c.match:
-            text += "match"
+        text += (f"  {c.method} output {c.output_index} ({c.dtype}["
+                 f"{','.join(str(s) for s in c.sizes)}]): ")
+        if not c.match and c.first_mismatch_index < 0:
+            text += "not compared\n"
+        elif c.match:
+            text += (f"match (greatest absolute difference "
+                     f"{_number(c.max_abs_error)}, relative "
+                     f"{_number(c.max_rel_error)}; atol {_number(c.atol)}, "
+                     f"rtol {_number(c.rtol)})\n")
         else:
-            text += (f"{c.mismatched_elements} element(s) differ; first at "
-                     f"index {c.first_mismatch_index}: expected "
+            percent = (100.0 * c.mismatched_elements / c.elements
+                       if c.elements else 0.0)
+            first = []
+            n = c.first_mismatch_index
+            for size in reversed(c.sizes):
+                first.insert(0, n % size if size > 0 else 0)
+                n = n // size if size > 0 else n
+            text += (f"MISMATCH\n    Mismatched elements: "
+                     f"{c.mismatched_elements} / {c.elements} ({percent:.1f}%)"
+                     f"\n    Greatest absolute difference: "
+                     f"{_number(c.max_abs_error)} at index "
+                     f"{_index(c.max_abs_error_index)} (up to "
+                     f"{_number(c.atol)} allowed)\n"
+                     f"    Greatest relative difference: "
+                     f"{_number(c.max_rel_error)} at index "
+                     f"{_index(c.max_rel_error_index)} (up to "
+                     f"{_number(c.rtol)} allowed)\n"
+                     f"    First mismatch at index {_index(first)}: expected "
                      f"{_number(c.expected_value)}, got "
-                     f"{_number(c.actual_value)}")
-        text += (f"; max abs error {_number(c.max_abs_error)}, max rel error "
-                 f"{_number(c.max_rel_error)} (atol {_number(c.atol)}, rtol "
-                 f"{_number(c.rtol)})\n")
+                     f"{_number(c.actual_value)}\n")
     return text
 
 
@@ -631,7 +654,8 @@ def cmd_verify(argv):
 
 def _sources_of(text, program):
     """'  source: FILE:LINE (node N)' for each node an error line names,
-    from the nodes' source locations (the model's own lines)."""
+    from the nodes' source locations (the model's own lines), unless the
+    line already starts with it (diagnostics do; a runtime error does not)."""
     import re
     if "ERROR" not in text and "error" not in text:
         return ""
@@ -642,7 +666,7 @@ def _sources_of(text, program):
                 sources[n.name] = f"{n.source.file}:{n.source.line}"
     out = ""
     for name in dict.fromkeys(re.findall(r"node '([^']+)'", text)):
-        if name in sources:
+        if name in sources and f"{sources[name]}:" not in text:
             out += f"  source: {sources[name]} (node '{name}')\n"
     return out
 
