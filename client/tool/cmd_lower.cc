@@ -1,6 +1,7 @@
 // ferry lower FILE: run the lowering pipeline.
 #include <cstdio>
 
+#include "client/tool/graph_output.h"
 #include "client/tool/remote.h"
 #include "client/tool/shared_options.h"
 #include "client/tool/tool_common.h"
@@ -13,7 +14,8 @@ namespace {
 
 std::string LowerUsage() {
   return "usage: ferry lower [-o OUT] [--report=text|json] "
-         "[--format=text|binary|json] [lowering options] FILE\n"
+         "[--format=text|binary|json] [--graph=OUT.svg] [lowering options] "
+         "FILE\n"
          "Lowers FILE (a LowerRequest, or a bare Program with default "
          "options).\n"
          "The lowered program goes to stdout (text) or to OUT (format by\n"
@@ -22,7 +24,8 @@ std::string LowerUsage() {
          "only to\nOUT; the text report goes to stderr.\n"
          "Exit 0 when it lowers (warnings allowed), 1 on errors, 2 on usage "
          "or\nunreadable input.\n\n" +
-         LoweringFlagsHelp() + "\n" + RemoteFlagsHelp();
+         LoweringFlagsHelp() + "\n" + GraphFlagsHelp() + "\n" +
+         RemoteFlagsHelp();
 }
 
 }  // namespace
@@ -35,9 +38,11 @@ int RunLower(const Args& args) {
   v1::LowerOptions& overrides = shared.overrides;
   RemoteOptions& remote = shared.remote;
   std::string out;
+  GraphFlags graph;
   CommandFlags flags("lower", LowerUsage());
   flags.app().add_option("-o,--output", out);
   AddSharedOptions(flags, shared);
+  AddGraphFlags(flags.app(), graph);
   if (std::optional<int> exit = flags.Parse(args)) return *exit;
   if (file.empty() || (report != "text" && report != "json")) {
     std::fputs(LowerUsage().c_str(), stderr);
@@ -47,7 +52,8 @@ int RunLower(const Args& args) {
   bool bare = false;
   if (!LoadRequest(file, format, &request, &bare)) return kExitUsage;
   request.mutable_options()->MergeFrom(overrides);
-  if (remote.enabled()) return RemoteLower(remote, request, file, out, report);
+  if (remote.enabled())
+    return RemoteLower(remote, request, file, out, report, graph);
 
   absl::StatusOr<LowerResult> result =
       Lower(request, {}, {}, DeclaredBackendOperators());
@@ -70,7 +76,9 @@ int RunLower(const Args& args) {
     std::printf("%s\n", ReportJson(LowerReportToProto(*result)).c_str());
   else
     std::fputs(ReportText(*result, file).c_str(), stderr);
-  return result->ok ? kExitOk : kExitErrors;
+  if (!result->ok) return kExitErrors;
+  return graph.enabled() ? WriteGraph("lower", graph, result->program)
+                         : kExitOk;
 }
 
 }  // namespace ferry::tool

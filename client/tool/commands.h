@@ -22,6 +22,7 @@ int RunFmt(const Args& args);
 int RunLower(const Args& args);
 int RunVerify(const Args& args);
 int RunCaps(const Args& args);
+int RunShow(const Args& args);
 
 }  // namespace ferry::tool
 

@@ -16,6 +16,7 @@ constexpr char kUsage[] =
     "  lower FILE    run the lowering pipeline; print the lowered program\n"
     "  verify FILE   lower, execute and compare with eager host execution\n"
     "  caps          ask a server for its capabilities (--server ADDR)\n"
+    "  show FILE     summarise a lowered program; --graph=OUT.svg draws it\n"
     "\n"
     "FILE is text (.textproto, .txtpb), binary (.pb, .binpb) or JSON (.json);\n"
     "--format=text|binary|json overrides the extension. 'ferry COMMAND "
@@ -37,6 +38,7 @@ int main(int argc, char** argv) {
   if (command == "lower") return ferry::tool::RunLower(args);
   if (command == "verify") return ferry::tool::RunVerify(args);
   if (command == "caps") return ferry::tool::RunCaps(args);
+  if (command == "show") return ferry::tool::RunShow(args);
   if (command == "--help" || command == "-h" || command == "help") {
     std::fputs(kUsage, stdout);
     return ferry::tool::kExitOk;

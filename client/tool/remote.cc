@@ -140,7 +140,7 @@ int ReportRpcError(const std::string& command, const RemoteOptions& remote,
 
 int RemoteLower(const RemoteOptions& remote, const v1::LowerRequest& request,
                 const std::string& file, const std::string& out,
-                const std::string& report) {
+                const std::string& report, const GraphFlags& graph) {
   absl::StatusOr<std::unique_ptr<Client>> client = ConnectRemote(remote);
   if (!client.ok()) {
     std::fprintf(stderr, "ferry lower: %s\n",
@@ -168,7 +168,9 @@ int RemoteLower(const RemoteOptions& remote, const v1::LowerRequest& request,
   } else {
     std::fputs(ReportText(LowerResultFromProto(lowered), file).c_str(), stderr);
   }
-  return response->ok() ? kExitOk : kExitErrors;
+  if (!response->ok()) return kExitErrors;
+  return graph.enabled() ? WriteGraph("lower", graph, response->program())
+                         : kExitOk;
 }
 
 int RemoteVerify(const RemoteOptions& remote, const v1::LowerRequest& request,

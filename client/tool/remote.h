@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "client/tool/commands.h"
+#include "client/tool/graph_output.h"
 #include "ferry/client.h"
 #include "ferry/v1/compiler.pb.h"
 
@@ -44,10 +45,11 @@ std::string RemoteFlagsHelp();
 absl::StatusOr<std::unique_ptr<Client>> ConnectRemote(
     const RemoteOptions& remote);
 
-// `ferry lower --server`: prints as RunLower does. Returns the exit code.
+// `ferry lower --server`: prints (and draws `graph`) as RunLower does.
+// Returns the exit code.
 int RemoteLower(const RemoteOptions& remote, const v1::LowerRequest& request,
                 const std::string& file, const std::string& out,
-                const std::string& report);
+                const std::string& report, const GraphFlags& graph);
 
 // `ferry verify --server`. `device` is "auto", "sim" or "cuda".
 int RemoteVerify(const RemoteOptions& remote, const v1::LowerRequest& request,
