@@ -18,13 +18,13 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "ferry/file.h"
+#include "ferry/version.h"
 #include "runtime/verify.h"
 #include "server/compiler_service.h"
 #include "server/executor.h"
 #include "server/metrics.h"
 #include "server/metrics_http.h"
 #include "server/request_log.h"
-#include "server/version.h"
 
 namespace ferry {
 namespace {

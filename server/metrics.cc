@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "server/version.h"
+#include "ferry/version.h"
 
 namespace ferry {
 namespace {
