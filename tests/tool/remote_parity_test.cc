@@ -64,7 +64,7 @@ class Scratch {
 
 // Runs a binary with `args`; stdout and stderr apart.
 ToolRun RunBinary(const std::string& binary, std::vector<std::string> args,
-              const Scratch& scratch) {
+                  const Scratch& scratch) {
   args.insert(args.begin(), binary);
   const std::string err_path = scratch.File("run.stderr");
   Process process(args, err_path);
@@ -190,13 +190,7 @@ std::vector<std::string> ParityInputs(const Scratch& scratch) {
       nodes {
         name: "w"
         input { kind: PARAMETER target: "w" }
-        tensor {
-          dtype: F32
-          sizes: 100000
-          sizes: 100000
-          strides: 0
-          strides: 0
-        }
+        tensor { dtype: F32 sizes: 100000 sizes: 100000 strides: 0 strides: 0 }
       }
       nodes {
         name: "r"
@@ -218,7 +212,8 @@ std::vector<std::string> ParityInputs(const Scratch& scratch) {
     })pb"));
   // Unreadable input: exit 2 before any server is asked.
   inputs.push_back(scratch.Write("garbage.textproto", "}}}{{ not a program"));
-  inputs.push_back(scratch.Write("truncated.pb", std::string("\x0a\x7f\x0a", 3)));
+  inputs.push_back(
+      scratch.Write("truncated.pb", std::string("\x0a\x7f\x0a", 3)));
   return inputs;
 }
 
@@ -240,8 +235,7 @@ TEST_P(RemoteParityTest, RemoteAndInProcessPrintTheSameBytesAndExitCode) {
     std::vector<std::string> local_args = GetParam().args;
     local_args.push_back(input);
     std::vector<std::string> remote_args = local_args;
-    remote_args.insert(remote_args.begin() + 1,
-                       {"--server", ferryd.address()});
+    remote_args.insert(remote_args.begin() + 1, {"--server", ferryd.address()});
     ToolRun local = Ferry(local_args, scratch);
     ToolRun remote = Ferry(remote_args, scratch);
     EXPECT_EQ(remote.exit_code, local.exit_code) << input << "\n" << remote.err;
@@ -289,9 +283,8 @@ TEST(RemoteParity, TimingsOnlyUnderTheirFlag) {
   EXPECT_NE(timed.out.find("{\"name\":\"import\",\"micros\":\""),
             std::string::npos)
       << timed.out;
-  ToolRun timed_text = Ferry({"lower", "--timings", "-o",
-                          scratch.File("out.pb"), file},
-                         scratch);
+  ToolRun timed_text = Ferry(
+      {"lower", "--timings", "-o", scratch.File("out.pb"), file}, scratch);
   ASSERT_EQ(timed_text.exit_code, 0);
   EXPECT_NE(timed_text.err.find("\n  pass import: "), std::string::npos)
       << timed_text.err;
@@ -325,13 +318,14 @@ TEST(ExitCodes, UnreachableOrStoppedServerIsRetryLater) {
 // Under a memory budget that takes the call's charge (20 x its wire size +
 // 1 MiB) and the job's (6 KiB per node) each alone but not both, a job is
 // refused deterministically with RESOURCE_EXHAUSTED + RetryInfo
-// (MEMORY_BUDGET, after --memory-wait 1ms): retry later. A request that would not
-// fit an idle server either (OVER_MEMORY_BUDGET, a QuotaFailure without
+// (MEMORY_BUDGET, after --memory-wait 1ms): retry later. A request that would
+// not fit an idle server either (OVER_MEMORY_BUDGET, a QuotaFailure without
 // RetryInfo) fails again however long one waits: exit 1.
 TEST(ExitCodes, MemoryBudgetIsRetryLaterAndOverTheWholeBudgetIsNot) {
   Scratch scratch;
-  Ferryd ferryd(scratch, {"--max-memory-bytes", "2MiB", "--cache-bytes", "0",
-                          "--max-verify-bytes", "1MiB", "--memory-wait", "1ms"});
+  Ferryd ferryd(scratch,
+                {"--max-memory-bytes", "2MiB", "--cache-bytes", "0",
+                 "--max-verify-bytes", "1MiB", "--memory-wait", "1ms"});
   ASSERT_TRUE(ferryd.listening()) << ferryd.log();
   auto chain = [](int nodes) {
     std::string text =
@@ -342,8 +336,8 @@ TEST(ExitCodes, MemoryBudgetIsRetryLaterAndOverTheWholeBudgetIsNot) {
     for (int i = 0; i < nodes; ++i) {
       std::string name = "r" + std::to_string(i);
       text += "nodes { name: \"" + name + "\" call { op: \"aten::relu\" " +
-              "args { value: \"" + last + "\" } } tensor { dtype: F32 sizes: " +
-              "4 } }\n";
+              "args { value: \"" + last +
+              "\" } } tensor { dtype: F32 sizes: " + "4 } }\n";
       last = name;
     }
     return text + "nodes { name: \"output\" output { values { value: \"" +
@@ -351,8 +345,8 @@ TEST(ExitCodes, MemoryBudgetIsRetryLaterAndOverTheWholeBudgetIsNot) {
   };
   // 200 nodes: a job charge of 1.2 MiB and a call charge of about 1.1 MiB.
   ToolRun busy = Ferry({"lower", "--server", ferryd.address(),
-                    scratch.Write("chain200.textproto", chain(200))},
-                   scratch);
+                        scratch.Write("chain200.textproto", chain(200))},
+                       scratch);
   EXPECT_EQ(busy.exit_code, kExitRetry) << busy.err;
   EXPECT_NE(busy.err.find("ferry lower: RESOURCE_EXHAUSTED: server memory "
                           "budget full"),
@@ -361,15 +355,15 @@ TEST(ExitCodes, MemoryBudgetIsRetryLaterAndOverTheWholeBudgetIsNot) {
   EXPECT_NE(busy.err.find("  retry after "), std::string::npos) << busy.err;
   // 400 nodes: a job charge of 2.4 MiB, over the whole budget.
   ToolRun over = Ferry({"lower", "--server", ferryd.address(),
-                    scratch.Write("chain400.textproto", chain(400))},
-                   scratch);
+                        scratch.Write("chain400.textproto", chain(400))},
+                       scratch);
   EXPECT_EQ(over.exit_code, kExitErrors) << over.err;
   EXPECT_NE(over.err.find("memory_estimate_bytes"), std::string::npos)
       << over.err;
   // A small program still lowers.
   ToolRun small = Ferry({"lower", "--server", ferryd.address(),
-                     scratch.Write("chain2.textproto", chain(2))},
-                    scratch);
+                         scratch.Write("chain2.textproto", chain(2))},
+                        scratch);
   EXPECT_EQ(small.exit_code, kExitOk) << small.err;
 }
 
@@ -424,8 +418,8 @@ TEST(Version, ToolServerAndCapabilitiesAgree) {
   ToolRun server = RunBinary(FERRYD_PATH, {"--version"}, scratch);
   ASSERT_EQ(tool.exit_code, 0);
   ASSERT_EQ(server.exit_code, 0);
-  const std::string versions = std::string(kCompilerVersion) + " (API " +
-                               kApiVersion + ")\n";
+  const std::string versions =
+      std::string(kCompilerVersion) + " (API " + kApiVersion + ")\n";
   EXPECT_EQ(tool.out, "ferry " + versions);
   EXPECT_EQ(server.out, "ferryd " + versions);
 
@@ -437,12 +431,12 @@ TEST(Version, ToolServerAndCapabilitiesAgree) {
                           "\ncompiler:        " + kCompilerVersion + "\n"),
             std::string::npos)
       << caps.out;
-  ToolRun json = Ferry({"caps", "--report=json", "--server", ferryd.address()},
-                   scratch);
+  ToolRun json =
+      Ferry({"caps", "--report=json", "--server", ferryd.address()}, scratch);
   ASSERT_EQ(json.exit_code, 0) << json.err;
-  EXPECT_NE(json.out.find(std::string("\"api_version\":\"") + kApiVersion +
-                          "\""),
-            std::string::npos)
+  EXPECT_NE(
+      json.out.find(std::string("\"api_version\":\"") + kApiVersion + "\""),
+      std::string::npos)
       << json.out;
   EXPECT_NE(json.out.find(std::string("\"compiler_version\":\"") +
                           kCompilerVersion + "\""),
