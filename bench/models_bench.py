@@ -4,7 +4,7 @@
 For each model: export it once with the frontend (with weights, fixed
 inputs), then
   - Lower in process: the pipeline's own time, the sum of the pass timings
-    `ferry lower --report=json` reports (import through plan_memory; no
+    `ferry lower --report=json --timings` reports (import through plan_memory; no
     process start, no file reading);
   - Lower through the service: the wall time of `ferry.Client.lower` against
     a ferryd on 127.0.0.1 started here (result cache bypassed, so every call
@@ -59,6 +59,7 @@ def run(cmd):
 
 def in_process_lower_ms(path):
     done = run([FERRY, "lower", "--partitioner=capability", "--report=json",
+                "--timings",
                 "-o", os.devnull, path])
     report = json.loads(done.stdout)
     # int64 fields are strings in protobuf's JSON mapping.

@@ -134,6 +134,14 @@ std::string ResourceViolation::Description() const {
                       allowed, ")");
 }
 
+std::string ResourceViolation::RefusalMessage() const {
+  return absl::StrCat("over a resource limit: ", Description());
+}
+
+std::string ResourceViolation::QuotaDescription() const {
+  return absl::StrCat(Description(), " (see GetCapabilities.limits)");
+}
+
 absl::Status ResourceLimitError(const ResourceViolation& violation) {
   absl::Status status = absl::ResourceExhaustedError(violation.Description());
   status.SetPayload(

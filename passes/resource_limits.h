@@ -57,6 +57,12 @@ struct ResourceViolation {
   int64_t allowed = 0;  // the limit
   // "<subject> needs <bytes> bytes, over max_tensor_bytes (<allowed>)"
   std::string Description() const;
+  // How a refusal for it reads, wherever it is refused (ferryd's
+  // RESOURCE_EXHAUSTED status and its QuotaFailure, the in-process `ferry`
+  // tool), so that both print the same: "over a resource limit: <Description>"
+  std::string RefusalMessage() const;
+  // "<Description> (see GetCapabilities.limits)"
+  std::string QuotaDescription() const;
 };
 
 // RESOURCE_EXHAUSTED with `violation` attached.

@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "ferry/digest.h"
 #include "ferry/v1/program.pb.h"
+#include "ferry/version.h"
 #include "passes/ir.h"
 #include "passes/pipeline.h"
 #include "passes/proto_io.h"
@@ -24,7 +25,6 @@
 #include "runtime/verify.h"
 #include "runtime/verify_io.h"
 #include "server/rpc_errors.h"
-#include "server/version.h"
 
 namespace ferry {
 

@@ -18,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "ferry/file.h"
+#include "ferry/version.h"
 #include "runtime/verify.h"
 #include "server/compiler_service.h"
 #include "server/executor.h"
@@ -26,7 +27,6 @@
 #include "server/metrics_http.h"
 #include "server/process_metrics.h"
 #include "server/request_log.h"
-#include "server/version.h"
 
 namespace ferry {
 namespace {

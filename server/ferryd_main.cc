@@ -19,12 +19,12 @@
 #include <thread>
 #include <vector>
 
+#include "ferry/version.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "server/config.h"
 #include "server/ferry_server.h"
 #include "server/request_log.h"
 #include "server/rpc_errors.h"
-#include "server/version.h"
 
 namespace {
 

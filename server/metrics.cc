@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "server/version.h"
+#include "ferry/version.h"
 
 namespace ferry {
 namespace {

@@ -99,16 +99,13 @@ grpc::Status ResourceLimitRpcError(const ResourceViolation& violation) {
   google::rpc::QuotaFailure quota;
   google::rpc::QuotaFailure::Violation* detail = quota.add_violations();
   detail->set_subject(Text(violation.subject));
-  detail->set_description(Text(
-      absl::StrCat(violation.Description(), " (see GetCapabilities.limits)")));
+  detail->set_description(Text(violation.QuotaDescription()));
   absl::string_view reason =
       violation.limit == "max_verify_bytes" ? "VERIFY_TOO_LARGE"
       : violation.limit == "max_expansion"  ? "EXPANSION_TOO_LARGE"
                                             : "TENSOR_TOO_LARGE";
-  return RichStatus(
-             grpc::StatusCode::RESOURCE_EXHAUSTED,
-             absl::StrCat("over a resource limit: ", violation.Description()),
-             reason)
+  return RichStatus(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                    violation.RefusalMessage(), reason)
       .Add(quota)
       .Build();
 }

@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "ferry/digest.h"
-#include "server/version.h"
+#include "ferry/version.h"
 
 namespace ferry {
 namespace {

@@ -9,6 +9,7 @@
 #include "client/tool/command_flags.h"
 #include "client/tool/commands.h"
 #include "client/tool/remote.h"
+#include "client/tool/status_report.h"
 #include "passes/report_io.h"
 
 namespace ferry::tool {
@@ -20,7 +21,9 @@ std::string CapsUsage() {
          "Prints the server's capabilities and health. --report=json prints\n"
          "the GetCapabilitiesResponse instead, on one line; --json is a\n"
          "deprecated spelling of --report=json.\n"
-         "Exit 0 when the server answered, 1 when it did not, 2 on usage.\n\n" +
+         "Exit 0 when the server answered, 2 on usage, 4 when it is\n"
+         "unreachable or busy (retry later); 'ferry --help' has every "
+         "code.\n\n" +
          RemoteFlagsHelp();
 }
 
@@ -72,7 +75,7 @@ int RunCaps(const Args& args) {
   }
   absl::StatusOr<v1::GetCapabilitiesResponse> caps =
       (*client)->GetCapabilities();
-  if (!caps.ok()) return ReportRpcError("caps", remote, "-", caps.status());
+  if (!caps.ok()) return ReportStatus("caps", "-", caps.status());
 
   if (report == "json") {
     std::printf("%s\n", ReportJson(*caps).c_str());

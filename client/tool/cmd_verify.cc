@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "client/tool/remote.h"
 #include "client/tool/shared_options.h"
+#include "client/tool/status_report.h"
 #include "client/tool/tool_common.h"
 #include "ferry/v1/program.pb.h"
 #include "google/protobuf/text_format.h"
@@ -46,7 +47,7 @@ std::string VerifyUsage() {
          "Exit 0 when the outputs match, 1 on a mismatch, a runtime error or "
          "a compile\n"
          "error, 2 on usage or unreadable input, 3 when the device is not "
-         "available.\n\n" +
+         "available;\n'ferry --help' has every code.\n\n" +
          LoweringFlagsHelp() + "\n" + RemoteFlagsHelp();
 }
 
@@ -168,11 +169,7 @@ int RunVerify(const Args& args) {
     if (!ImportChecked(request.program(), file, &original)) return kExitErrors;
     absl::StatusOr<LowerResult> result =
         Lower(request, {}, {}, DeclaredBackendOperators());
-    if (!result.ok()) {
-      std::fprintf(stderr, "ferry verify: %s\n",
-                   std::string(result.status().message()).c_str());
-      return kExitErrors;
-    }
+    if (!result.ok()) return ReportStatus("verify", file, result.status());
     if (!result->ok) {
       std::fputs(ReportText(*result, file).c_str(), stderr);
       return kExitErrors;
@@ -182,13 +179,7 @@ int RunVerify(const Args& args) {
 
   absl::StatusOr<VerifyReport> verified =
       VerifyPrograms(original, lowered, options);
-  if (!verified.ok()) {
-    std::fprintf(stderr, "ferry verify: %s\n",
-                 std::string(verified.status().message()).c_str());
-    return verified.status().code() == absl::StatusCode::kFailedPrecondition
-               ? kExitNoDevice
-               : kExitErrors;
-  }
+  if (!verified.ok()) return ReportStatus("verify", file, verified.status());
   if (!dump_file.empty()) {
     v1::InputSet dumped;
     for (const GivenInput& out : verified->lowered_outputs) {

@@ -6,6 +6,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "client/tool/status_report.h"
 #include "client/tool/tool_common.h"
 #include "passes/pipeline.h"
 #include "passes/proto_io.h"
@@ -104,43 +105,10 @@ absl::StatusOr<std::unique_ptr<Client>> ConnectRemote(
   return Client::Create(std::move(options));
 }
 
-int ReportRpcError(const std::string& command, const RemoteOptions& remote,
-                   const std::string& file, const absl::Status& status) {
-  std::fprintf(stderr, "ferry %s: %s: %s: %s\n", command.c_str(),
-               remote.server.c_str(),
-               std::string(absl::StatusCodeToString(status.code())).c_str(),
-               std::string(status.message()).c_str());
-  if (auto bad_request = ErrorDetail<google::rpc::BadRequest>(status)) {
-    for (const auto& violation : bad_request->field_violations()) {
-      std::fprintf(stderr, "%s: %s: %s\n", file.c_str(),
-                   violation.field().c_str(), violation.description().c_str());
-    }
-  }
-  if (auto quota = ErrorDetail<google::rpc::QuotaFailure>(status)) {
-    for (const auto& violation : quota->violations()) {
-      std::fprintf(stderr, "  limit: %s\n", violation.description().c_str());
-    }
-  }
-  if (auto retry = ErrorDetail<google::rpc::RetryInfo>(status)) {
-    std::fprintf(stderr, "  retry after %lld.%03ds\n",
-                 static_cast<long long>(retry->retry_delay().seconds()),
-                 retry->retry_delay().nanos() / 1'000'000);
-  }
-  if (auto precondition =
-          ErrorDetail<google::rpc::PreconditionFailure>(status)) {
-    for (const auto& violation : precondition->violations()) {
-      std::fprintf(stderr, "  %s %s: %s\n", violation.type().c_str(),
-                   violation.subject().c_str(),
-                   violation.description().c_str());
-    }
-  }
-  return status.code() == absl::StatusCode::kFailedPrecondition ? kExitNoDevice
-                                                                : kExitErrors;
-}
-
 int RemoteLower(const RemoteOptions& remote, const v1::LowerRequest& request,
                 const std::string& file, const std::string& out,
-                const std::string& report, const GraphFlags& graph) {
+                const std::string& report, bool timings,
+                const GraphFlags& graph) {
   absl::StatusOr<std::unique_ptr<Client>> client = ConnectRemote(remote);
   if (!client.ok()) {
     std::fprintf(stderr, "ferry lower: %s\n",
@@ -149,7 +117,7 @@ int RemoteLower(const RemoteOptions& remote, const v1::LowerRequest& request,
   }
   absl::StatusOr<v1::LowerResponse> response = (*client)->Lower(request);
   if (!response.ok()) {
-    return ReportRpcError("lower", remote, file, response.status());
+    return ReportStatus("lower", file, response.status());
   }
   if (response->ok()) {
     if (!out.empty()) {
@@ -161,13 +129,9 @@ int RemoteLower(const RemoteOptions& remote, const v1::LowerRequest& request,
       if (!WriteOutput("-", ToText(response->program()))) return kExitUsage;
     }
   }
-  v1::LowerReport lowered = ReportOfResponse(
-      response->ok(), response->diagnostics(), response->stats());
-  if (report == "json") {
-    std::printf("%s\n", ReportJson(lowered).c_str());
-  } else {
-    std::fputs(ReportText(LowerResultFromProto(lowered), file).c_str(), stderr);
-  }
+  PrintLowerReport(ReportOfResponse(response->ok(), response->diagnostics(),
+                                     response->stats()),
+                   file, report, timings);
   if (!response->ok()) return kExitErrors;
   return graph.enabled() ? WriteGraph("lower", graph, response->program())
                          : kExitOk;
@@ -190,7 +154,7 @@ int RemoteVerify(const RemoteOptions& remote, const v1::LowerRequest& request,
                                        : v1::VERIFY_DEVICE_AUTO);
   absl::StatusOr<v1::VerifyResponse> response = (*client)->Verify(verify);
   if (!response.ok()) {
-    return ReportRpcError("verify", remote, file, response.status());
+    return ReportStatus("verify", file, response.status());
   }
   if (!response->lowered()) {
     // A malformed program or one that failed to compile: its diagnostics

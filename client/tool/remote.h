@@ -1,8 +1,9 @@
 // The `ferry` tool's remote mode: `--server ADDR` (and TLS and token flags)
 // sends `lower`, `verify` and `caps` to a ferryd through libferry_client.
-// Output and exit codes match the in-process commands: a compile failure
-// prints the same report; a request the server refuses prints the status
-// and its google.rpc details.
+// Output and exit codes match the in-process commands byte for byte: a
+// malformed program or a compile failure prints the same report; a request
+// the server refuses prints its status as an in-process failure with that
+// status would (status_report.h).
 #ifndef FERRY_CLIENT_TOOL_REMOTE_H_
 #define FERRY_CLIENT_TOOL_REMOTE_H_
 
@@ -49,20 +50,13 @@ absl::StatusOr<std::unique_ptr<Client>> ConnectRemote(
 // Returns the exit code.
 int RemoteLower(const RemoteOptions& remote, const v1::LowerRequest& request,
                 const std::string& file, const std::string& out,
-                const std::string& report, const GraphFlags& graph);
+                const std::string& report, bool timings,
+                const GraphFlags& graph);
 
 // `ferry verify --server`. `device` is "auto", "sim" or "cuda".
 int RemoteVerify(const RemoteOptions& remote, const v1::LowerRequest& request,
                  const std::string& file, const std::string& device,
                  uint64_t seed, const std::string& report);
-
-// Prints a refused call ("ferry CMD: SERVER: CODE: message" and one line per
-// detail) and returns the exit code for it: 1 for a refused request (over a
-// limit, an input that does not fit, ...) and transport failures, 3 for a
-// missing device. A malformed program is not a refused call: its
-// diagnostics come back in the response and are printed as in-process.
-int ReportRpcError(const std::string& command, const RemoteOptions& remote,
-                   const std::string& file, const absl::Status& status);
 
 }  // namespace ferry::tool
 

@@ -9,6 +9,8 @@
 #include "ferry/v1/program.pb.h"
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/json_util.h"
+#include "passes/pipeline.h"
+#include "passes/report_io.h"
 
 namespace ferry::tool {
 
@@ -71,6 +73,20 @@ bool WriteOutput(const std::string& path, const std::string& bytes) {
     return false;
   }
   return true;
+}
+
+void PrintLowerReport(v1::LowerReport report, const std::string& file,
+                      const std::string& format, bool timings) {
+  if (!timings) report.mutable_stats()->clear_passes();
+  if (format == "json") {
+    std::printf("%s\n", ReportJson(report).c_str());
+    return;
+  }
+  std::fputs(ReportText(LowerResultFromProto(report), file).c_str(), stderr);
+  for (const v1::PassStats& pass : report.stats().passes()) {
+    std::fprintf(stderr, "  pass %s: %lld us\n", pass.name().c_str(),
+                 static_cast<long long>(pass.micros()));
+  }
 }
 
 }  // namespace ferry::tool

@@ -7,6 +7,7 @@
 
 #include "client/tool/commands.h"
 #include "ferry/v1/program.pb.h"
+#include "ferry/v1/report.pb.h"
 #include "passes/proto_io.h"
 
 namespace ferry::tool {
@@ -23,6 +24,15 @@ bool LoadInputSet(const std::string& path, v1::InputSet* inputs);
 // Writes `bytes` to `path` ("-" = stdout). Prints an error and returns false
 // on failure.
 bool WriteOutput(const std::string& path, const std::string& bytes);
+
+// Prints a lowering's report as `ferry lower` does, in-process or remote:
+// `format` "json" on stdout (the LowerReport on one line), "text" on stderr.
+// The pass timings (stats.passes) are printed only with `timings`
+// (--timings): they are the one part that differs from run to run and
+// between an in-process and a remote run, and without them both print the
+// same bytes.
+void PrintLowerReport(v1::LowerReport report, const std::string& file,
+                      const std::string& format, bool timings);
 
 }  // namespace ferry::tool
 

@@ -13,12 +13,12 @@
 #include "absl/strings/match.h"
 #include "client/testing/synthetic_program.h"
 #include "ferry/client.h"
+#include "ferry/version.h"
 #include "passes/pipeline.h"
 #include "passes/proto_io.h"
 #include "runtime/verify.h"
 #include "server/compiler_service.h"
 #include "server/metrics.h"
-#include "server/version.h"
 #include "tests/service/service_test_support.h"
 
 namespace ferry::testing {

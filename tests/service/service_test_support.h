@@ -19,6 +19,7 @@
 #include "server/config.h"
 #include "server/ferry_server.h"
 #include "tests/support/files.h"
+#include "tests/support/process.h"
 #include "tests/support/programs.h"
 
 namespace ferry::testing {
@@ -93,29 +94,8 @@ struct TestCertificates {
 // Empty paths when openssl failed (the test then fails on its ASSERT).
 TestCertificates MakeCertificates(const TempDir& dir);
 
-// A child process with its stdout on a pipe and its stderr in a file;
-// killed on destruction if still running.
-class Process {
- public:
-  Process(std::vector<std::string> args, const std::string& stderr_path);
-  ~Process();
-  Process(const Process&) = delete;
-  Process& operator=(const Process&) = delete;
-
-  // The next line of its stdout, without the newline; "" at the end.
-  std::string ReadLine();
-  // All of its remaining stdout.
-  std::string ReadAll();
-  void Signal(int signal_number);
-  // The exit status, or -1 when it did not exit within `timeout`.
-  int WaitForExit(std::chrono::milliseconds timeout);
-  int pid() const { return pid_; }
-
- private:
-  int pid_ = -1;
-  bool exited_ = false;
-  FILE* stdout_ = nullptr;
-};
+// A child process (tests/support/process.h).
+using testing_util::Process;
 
 // tests/support: the contents of a file ("" when unreadable), a
 // LowerRequest from text.

@@ -1,8 +1,13 @@
-// Running a command as a user would, for tests of the binaries.
+// Running a command as a user would, for tests of the binaries: to the
+// end (RunCommand), or in the background (Process: a server stopped by
+// its PID).
 #ifndef FERRY_TESTS_SUPPORT_PROCESS_H_
 #define FERRY_TESTS_SUPPORT_PROCESS_H_
 
+#include <chrono>
+#include <cstdio>
 #include <string>
+#include <vector>
 
 namespace ferry::testing_util {
 
@@ -15,6 +20,30 @@ struct CommandResult {
 
 // Runs `command` with /bin/sh and waits for it.
 CommandResult RunCommand(const std::string& command);
+
+// A child process with its stdout on a pipe and its stderr in a file;
+// killed on destruction if still running.
+class Process {
+ public:
+  Process(std::vector<std::string> args, const std::string& stderr_path);
+  ~Process();
+  Process(const Process&) = delete;
+  Process& operator=(const Process&) = delete;
+
+  // The next line of its stdout, without the newline; "" at the end.
+  std::string ReadLine();
+  // All of its remaining stdout.
+  std::string ReadAll();
+  void Signal(int signal_number);
+  // The exit status, or -1 when it did not exit within `timeout`.
+  int WaitForExit(std::chrono::milliseconds timeout);
+  int pid() const { return pid_; }
+
+ private:
+  int pid_ = -1;
+  bool exited_ = false;
+  FILE* stdout_ = nullptr;
+};
 
 }  // namespace ferry::testing_util
 

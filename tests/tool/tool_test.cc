@@ -141,13 +141,14 @@ TEST_F(ToolTest, FmtPrintsTheCanonicalTextAndFormatOverridesTheExtension) {
 
 TEST_F(ToolTest, LowerWritesTheProgramAndAReport) {
   std::string out = (dir_ / "lowered.pb").string();
-  ToolRun r = Ferry("lower --report=json -o " + out + " " +
+  ToolRun r = Ferry("lower --report=json --timings -o " + out + " " +
                         Example("host_relu_between_delegates.textproto"),
                     false);
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_EQ(r.out.rfind("{\"ok\":true", 0), 0u) << r.out;
   EXPECT_NE(r.out.find("\"h2d_copies\":\"4\""), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\"d2h_copies\":\"2\""), std::string::npos);
+  // --timings lists every pass with its time.
   EXPECT_NE(r.out.find("\"name\":\"place_and_copy\""), std::string::npos);
   // The written program is a valid, already-lowered program.
   ToolRun check = Ferry("check " + out);
