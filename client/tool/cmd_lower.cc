@@ -1,6 +1,7 @@
 // ferry lower FILE: run the lowering pipeline.
 #include <cstdio>
 
+#include "client/tool/progress.h"
 #include "client/tool/remote.h"
 #include "client/tool/shared_options.h"
 #include "client/tool/tool_common.h"
@@ -22,7 +23,7 @@ std::string LowerUsage() {
          "only to\nOUT; the text report goes to stderr.\n"
          "Exit 0 when it lowers (warnings allowed), 1 on errors, 2 on usage "
          "or\nunreadable input.\n\n" +
-         LoweringFlagsHelp() + "\n" + RemoteFlagsHelp();
+         ProgressFlagHelp() + LoweringFlagsHelp() + "\n" + RemoteFlagsHelp();
 }
 
 }  // namespace
@@ -34,9 +35,10 @@ int RunLower(const Args& args) {
   std::string& report = shared.report;
   v1::LowerOptions& overrides = shared.overrides;
   RemoteOptions& remote = shared.remote;
-  std::string out;
+  std::string out, progress_mode = "auto";
   CommandFlags flags("lower", LowerUsage());
   flags.app().add_option("-o,--output", out);
+  AddProgressFlag(flags.app(), progress_mode);
   AddSharedOptions(flags, shared);
   if (std::optional<int> exit = flags.Parse(args)) return *exit;
   if (file.empty() || (report != "text" && report != "json")) {
@@ -47,10 +49,12 @@ int RunLower(const Args& args) {
   bool bare = false;
   if (!LoadRequest(file, format, &request, &bare)) return kExitUsage;
   request.mutable_options()->MergeFrom(overrides);
-  if (remote.enabled()) return RemoteLower(remote, request, file, out, report);
+  ProgressPrinter progress("lower", progress_mode);
+  if (remote.enabled())
+    return RemoteLower(remote, request, file, out, report, progress);
 
-  absl::StatusOr<LowerResult> result =
-      Lower(request, {}, {}, DeclaredBackendOperators());
+  absl::StatusOr<LowerResult> result = Lower(
+      request, {}, {}, DeclaredBackendOperators(), {}, {}, progress.Stages());
   if (!result.ok()) {
     std::fprintf(stderr, "ferry lower: %s\n",
                  std::string(result.status().message()).c_str());

@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "client/tool/commands.h"
+#include "client/tool/progress.h"
 #include "ferry/client.h"
 #include "ferry/v1/compiler.pb.h"
 
@@ -45,14 +46,17 @@ absl::StatusOr<std::unique_ptr<Client>> ConnectRemote(
     const RemoteOptions& remote);
 
 // `ferry lower --server`: prints as RunLower does. Returns the exit code.
+// With `progress` enabled the call streams (LowerStream) and prints its
+// progress.
 int RemoteLower(const RemoteOptions& remote, const v1::LowerRequest& request,
                 const std::string& file, const std::string& out,
-                const std::string& report);
+                const std::string& report, ProgressPrinter& progress);
 
 // `ferry verify --server`. `device` is "auto", "sim" or "cuda".
 int RemoteVerify(const RemoteOptions& remote, const v1::LowerRequest& request,
                  const std::string& file, const std::string& device,
-                 uint64_t seed, const std::string& report);
+                 uint64_t seed, const std::string& report,
+                 ProgressPrinter& progress);
 
 // Prints a refused call ("ferry CMD: SERVER: CODE: message" and one line per
 // detail) and returns the exit code for it: 1 for a refused request (over a
