@@ -735,6 +735,8 @@ void CompilerService::StartLower(Call* call, const v1::LowerRequest* request,
   auto flight = std::make_shared<LowerFlight>();
   flight->request = request;
   flight->waiters.push_back({call, response});
+  // Set before anyone can join (then under flight->mutex).
+  flight->progress = QueuedUpdate(executor_.queued());
   bool bypass = Metadata(*context, kCacheControlHeader) == "bypass";
   if (options_.cache_bytes > 0 && !bypass) {
     std::string key = LowerRequestDigest(*request, kCompilerVersion);
@@ -757,8 +759,7 @@ void CompilerService::StartLower(Call* call, const v1::LowerRequest* request,
     flight->key = key;
     flights_.emplace(key, flight);
   }
-  flight->progress = QueuedUpdate(executor_.queued());
-  call->Progress(flight->progress);
+  call->Progress(QueuedUpdate(executor_.queued()));
   SubmitLowerFlight(std::move(flight));
 }
 

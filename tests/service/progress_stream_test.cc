@@ -10,8 +10,8 @@
 
 #include "absl/strings/match.h"
 #include "client/testing/synthetic_program.h"
-#include "ferry/v1/compiler.grpc.pb.h"
 #include "ferry/client.h"
+#include "ferry/v1/compiler.grpc.pb.h"
 #include "passes/pipeline.h"
 #include "tests/service/service_test_support.h"
 
@@ -114,7 +114,8 @@ TEST(ProgressStreamTest, VerifyStreamReportsPassesThenStepsThenTheResult) {
   EXPECT_EQ(updates.back().finished(expected.size() - 1).method(),
             request.request().program().methods(0).name());
   EXPECT_TRUE(streamed->ok());
-  EXPECT_EQ(CanonicalBytes(streamed->report()), CanonicalBytes(unary->report()));
+  EXPECT_EQ(CanonicalBytes(streamed->report()),
+            CanonicalBytes(unary->report()));
   EXPECT_EQ(streamed->device(), unary->device());
   EXPECT_EQ(streamed->request_id(), unary->request_id());
 }
