@@ -92,17 +92,22 @@ absl::StatusOr<LowerResult> LowerUnguarded(const v1::LowerRequest& request,
                                            const ResourceLimits& limits,
                                            const BackendOperators& backends,
                                            const BlobFetcher& fetch_blob,
-                                           const AfterPassFn& after_pass) {
+                                           const AfterPassFn& after_pass,
+                                           const ProgressFn& progress) {
   using Clock = std::chrono::steady_clock;
   LowerResult result;
   std::vector<PassTiming> timings;
   auto timed = [&](std::string name, auto&& fn) {
+    if (progress) progress(StageEvent{name, {}, false, 0});
     auto start = Clock::now();
     auto r = fn();
     timings.push_back(PassTiming{
         std::move(name), std::chrono::duration_cast<std::chrono::microseconds>(
                              Clock::now() - start)
                              .count()});
+    if (progress)
+      progress(
+          StageEvent{timings.back().name, {}, true, timings.back().micros});
     return r;
   };
   Program program = timed(kImportStage, [&] {
@@ -174,10 +179,11 @@ absl::StatusOr<LowerResult> Lower(const v1::LowerRequest& request,
                                   const ResourceLimits& limits,
                                   const BackendOperators& backends,
                                   const BlobFetcher& fetch_blob,
-                                  const AfterPassFn& after_pass) {
+                                  const AfterPassFn& after_pass,
+                                  const ProgressFn& progress) {
   try {
     return LowerUnguarded(request, keep_going, limits, backends, fetch_blob,
-                          after_pass);
+                          after_pass, progress);
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError(
         "out of memory while lowering the program");

@@ -58,6 +58,18 @@ using AfterPassFn =
     std::function<absl::Status(std::string_view pass, const Program& program,
                                const LowerOptions& options)>;
 
+// A stage of a long job beginning or finishing, for progress reports: a
+// pipeline stage (PipelinePassNames) or a verification step of a method
+// (runtime/verify.h). The views are valid during the call only.
+struct StageEvent {
+  std::string_view stage;
+  std::string_view method;  // verification steps only
+  bool finished = false;
+  int64_t micros = 0;  // when finished: how long the stage took
+};
+// Called on the thread that runs the stage, before and after it.
+using ProgressFn = std::function<void(const StageEvent& event)>;
+
 struct LowerResult {
   // False when the program did not lower (errors in `diagnostics`).
   bool ok = false;
@@ -72,13 +84,16 @@ struct LowerResult {
 // before the allocation it guards; resource_limits.h); problems with the
 // program are diagnostics in the result. Never throws: an allocation failure
 // is RESOURCE_EXHAUSTED, any other exception INTERNAL.
-// `backends`: what each backend runs (BackendOperators).
+// `backends`: what each backend runs (BackendOperators). `progress` hears
+// each stage begin and finish (with the duration LowerStats::passes
+// records).
 absl::StatusOr<LowerResult> Lower(const v1::LowerRequest& request,
                                   const ContinueFn& keep_going = {},
                                   const ResourceLimits& limits = {},
                                   const BackendOperators& backends = {},
                                   const BlobFetcher& fetch_blob = {},
-                                  const AfterPassFn& after_pass = {});
+                                  const AfterPassFn& after_pass = {},
+                                  const ProgressFn& progress = {});
 
 // The stages Lower runs, in order, named as LowerStats::passes names them:
 // "import", "validate", then each pass. A lowering that runs to the end

@@ -7,6 +7,7 @@
 #include "runtime/verify.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <exception>
@@ -453,8 +454,23 @@ absl::StatusOr<VerifyReport> VerifyUnguarded(const Program& original,
     if (absl::Status given = ApplyGivenInputs(method, options.inputs, inputs);
         !given.ok())
       return given;
-    absl::StatusOr<std::vector<HostTensor>> expected =
-        (*eager)->Run(method.name, inputs, options.keep_going);
+    // Reports `step` of this method around `run`.
+    auto step = [&](std::string_view name, auto&& run) {
+      if (options.progress)
+        options.progress(StageEvent{name, method.name, false, 0});
+      auto start = std::chrono::steady_clock::now();
+      auto r = run();
+      if (options.progress)
+        options.progress(
+            StageEvent{name, method.name, true,
+                       std::chrono::duration_cast<std::chrono::microseconds>(
+                           std::chrono::steady_clock::now() - start)
+                           .count()});
+      return r;
+    };
+    absl::StatusOr<std::vector<HostTensor>> expected = step("eager_run", [&] {
+      return (*eager)->Run(method.name, inputs, options.keep_going);
+    });
     if (expected.status().code() == absl::StatusCode::kCancelled)
       return expected.status();
     if (!expected.ok()) return fail("original program: ", expected.status());
@@ -462,11 +478,17 @@ absl::StatusOr<VerifyReport> VerifyUnguarded(const Program& original,
             CheckPlacedAsLowered(lowered, method.name, **backend);
         !placed.ok())
       return fail("", placed);
-    absl::StatusOr<std::vector<HostTensor>> actual =
-        (*backend)->Run(method.name, inputs, options.keep_going);
+    absl::StatusOr<std::vector<HostTensor>> actual = step("lowered_run", [&] {
+      return (*backend)->Run(method.name, inputs, options.keep_going);
+    });
     if (actual.status().code() == absl::StatusCode::kCancelled)
       return actual.status();
     if (!actual.ok()) return fail("", actual.status());
+    // The comparison returns early on a shape mismatch: it is a step around
+    // its whole loop, reported finished only when it got through.
+    auto compare_start = std::chrono::steady_clock::now();
+    if (options.progress)
+      options.progress(StageEvent{"compare", method.name, false, 0});
     if (expected->size() != actual->size()) {
       return fail(
           "", absl::InvalidArgumentError(absl::StrCat(
@@ -503,6 +525,12 @@ absl::StatusOr<VerifyReport> VerifyUnguarded(const Program& original,
         report.lowered_outputs.push_back(std::move(kept));
       }
     }
+    if (options.progress)
+      options.progress(
+          StageEvent{"compare", method.name, true,
+                     std::chrono::duration_cast<std::chrono::microseconds>(
+                         std::chrono::steady_clock::now() - compare_start)
+                         .count()});
   }
   report.ok = true;
   for (const OutputComparison& c : report.outputs)

@@ -30,6 +30,7 @@
 
 #include "absl/status/statusor.h"
 #include "passes/ir.h"
+#include "passes/pipeline.h"
 #include "passes/resource_limits.h"
 #include "runtime/cancel.h"
 
@@ -66,6 +67,9 @@ struct VerifyOptions {
   // anything is: over a limit is RESOURCE_EXHAUSTED with a
   // ResourceViolation.
   ResourceLimits limits;
+  // Hears each step of each method begin and finish (StageEvent with the
+  // method): "eager_run", "lowered_run", "compare".
+  ProgressFn progress;
 };
 
 struct OutputComparison {

@@ -154,11 +154,37 @@ std::vector<std::string> DistinctCodes(
 
 }  // namespace
 
-// ---------------------------------------------------------------------------
-// One RPC. gRPC owns it until OnDone, which follows Finish; after Finish
-// nothing may touch it.
+// Folds `event` into the snapshot a streamed call sends.
+void ApplyStageEvent(const StageEvent& event, v1::ProgressUpdate& update) {
+  update.set_stage(event.method.empty() ? v1::ProgressUpdate::STAGE_LOWERING
+                                        : v1::ProgressUpdate::STAGE_VERIFYING);
+  if (!event.finished) {
+    v1::StageTiming* running = update.mutable_running();
+    running->set_stage(std::string(event.stage));
+    running->set_method(std::string(event.method));
+    return;
+  }
+  update.clear_running();
+  v1::StageTiming* finished = update.add_finished();
+  finished->set_stage(std::string(event.stage));
+  finished->set_method(std::string(event.method));
+  finished->set_micros(event.micros);
+}
 
-class CompilerService::Call final : public grpc::ServerUnaryReactor {
+v1::ProgressUpdate QueuedUpdate(int64_t position) {
+  v1::ProgressUpdate update;
+  update.set_stage(v1::ProgressUpdate::STAGE_QUEUED);
+  update.set_queue_position(position);
+  return update;
+}
+
+// ---------------------------------------------------------------------------
+// One RPC's bookkeeping (deadline, cancellation, memory, the log line), the
+// same for a unary call and a stream; the reactor that gRPC owns derives
+// from it (UnaryCall, StreamCall below). gRPC owns it until OnDone, which
+// follows Finish; after Finish nothing may touch it.
+
+class CompilerService::Call {
  public:
   Call(CompilerService& service, grpc::CallbackServerContext* context,
        absl::string_view method)
@@ -177,12 +203,17 @@ class CompilerService::Call final : public grpc::ServerUnaryReactor {
     service.metrics_.RecordMessageReceived(method_);
   }
 
-  void OnCancel() override {
+  virtual ~Call() = default;
+
+  // The reactor's OnCancel.
+  void Cancelled() {
     cancelled_.store(true);
     cancel_.Cancel(StopReason::kCancelled);
     service_.metrics_.RecordCancellation();
   }
-  void OnDone() override { delete this; }
+  // Where the job stands, for a call that streams it (StreamCall); a unary
+  // call drops it. Called on the worker, never blocks.
+  virtual void Progress(const v1::ProgressUpdate& /*update*/) {}
 
   // Whether anyone still wants this call's result.
   bool Wanted(Clock::time_point now) const {
@@ -234,7 +265,7 @@ class CompilerService::Call final : public grpc::ServerUnaryReactor {
       Record(status);
     } catch (...) {
     }
-    Finish(status);
+    FinishRpc(status);
   }
 
   // For calls gRPC hands over as bytes: the call owns the parsed messages
@@ -260,6 +291,10 @@ class CompilerService::Call final : public grpc::ServerUnaryReactor {
 
   const std::string& request_id() const { return request_id_; }
   grpc::CallbackServerContext& context() { return *context_; }
+
+ protected:
+  // The reactor's Finish (for a stream, after the result message).
+  virtual void FinishRpc(const grpc::Status& status) = 0;
 
  private:
   // Metrics and the request log line.
@@ -333,6 +368,119 @@ class CompilerService::Call final : public grpc::ServerUnaryReactor {
   std::vector<MemoryBudget::Charge> charges_;
 };
 
+namespace {
+
+class UnaryCall final : public grpc::ServerUnaryReactor,
+                        public CompilerService::Call {
+ public:
+  using CompilerService::Call::Call;
+  void OnCancel() override { Cancelled(); }
+  void OnDone() override { delete this; }
+
+ private:
+  void FinishRpc(const grpc::Status& status) override { Finish(status); }
+};
+
+// A server-streaming call (LowerStream, VerifyStream): progress updates,
+// then the result, exactly the unary call's Response, as the last message.
+// One write is in flight at a time; an update that arrives meanwhile waits
+// in the one pending slot, replacing the update waiting there (updates are
+// snapshots), so a reader that does not read costs the server one update,
+// not a queue.
+template <typename Event, typename Response>
+class StreamCall final : public grpc::ServerWriteReactor<Event>,
+                         public CompilerService::Call {
+ public:
+  using CompilerService::Call::Call;
+
+  // Where the job writes the result.
+  Response* response() { return &response_; }
+
+  void Progress(const v1::ProgressUpdate& update) override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (final_ || broken_) return;
+      if (writing_) {
+        pending_ = update;
+        return;
+      }
+      writing_ = true;
+    }
+    *out_.mutable_progress() = update;  // this thread holds the write now
+    this->StartWrite(&out_);
+  }
+
+  // The latest pending update goes out before the result: the reader sees
+  // every stage that finished.
+  void OnWriteDone(bool ok) override {
+    bool send_final = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (final_sent_) return;
+      if (!ok) broken_ = true;  // the reader is gone; OnCancel follows
+      if (pending_ && !broken_) {
+        out_.mutable_progress()->Swap(&*pending_);
+        pending_.reset();
+      } else if (final_) {
+        send_final = true;
+      } else {
+        pending_.reset();
+        writing_ = false;
+        return;
+      }
+    }
+    if (send_final) {
+      SendFinal();
+    } else {
+      this->StartWrite(&out_);
+    }
+  }
+
+  void OnCancel() override { Cancelled(); }
+  void OnDone() override { delete this; }
+
+ private:
+  void FinishRpc(const grpc::Status& status) override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      final_ = status;
+      if (!status.ok()) pending_.reset();  // an error ends the stream now
+      if (writing_) return;                // OnWriteDone sends the result
+      writing_ = true;
+    }
+    SendFinal();
+  }
+
+  // Called by whoever holds the write once final_ is set; nothing is
+  // written after it.
+  void SendFinal() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      final_sent_ = true;
+    }
+    if (final_->ok()) {
+      out_.mutable_result()->Swap(&response_);
+      this->StartWriteAndFinish(&out_, grpc::WriteOptions(), *final_);
+    } else {
+      this->Finish(*final_);
+    }
+  }
+
+  Response response_;
+  Event out_;  // the message being written
+  std::mutex mutex_;
+  bool writing_ = false;
+  bool broken_ = false;
+  bool final_sent_ = false;
+  std::optional<v1::ProgressUpdate> pending_;
+  std::optional<grpc::Status> final_;
+};
+
+using LowerStreamCall = StreamCall<v1::LowerProgress, v1::LowerResponse>;
+using VerifyStreamCall = StreamCall<v1::VerifyProgress, v1::VerifyResponse>;
+
+}  // namespace
+
 // One computation of a Lower request and the calls waiting for it.
 struct CompilerService::LowerFlight {
   struct Waiter {
@@ -348,6 +496,8 @@ struct CompilerService::LowerFlight {
   const v1::LowerRequest* request = nullptr;
   std::mutex mutex;
   std::vector<Waiter> waiters;  // [0] is the first caller
+  // Where the computation stands, sent to every waiter that streams.
+  v1::ProgressUpdate progress;
 };
 
 // ---------------------------------------------------------------------------
@@ -607,31 +757,42 @@ bool CompilerService::ParseWire(Call* call,
 grpc::ServerUnaryReactor* CompilerService::Lower(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* wire_request,
     grpc::ByteBuffer* wire_response) {
-  Call* call = new Call(*this, context, "Lower");
+  UnaryCall* call = new UnaryCall(*this, context, "Lower");
   v1::LowerRequest* request = nullptr;
   v1::LowerResponse* response = nullptr;
-  if (!ParseWire(call, wire_request, wire_response, &request, &response)) {
-    return call;
+  if (ParseWire(call, wire_request, wire_response, &request, &response)) {
+    StartLower(call, request, response);
   }
-  return StartLower(call, request, response);
+  return call;
 }
 
 grpc::ServerUnaryReactor* CompilerService::Lower(
     grpc::CallbackServerContext* context, const v1::LowerRequest* request,
     v1::LowerResponse* response) {
-  return StartLower(new Call(*this, context, "Lower"), request, response);
+  auto* call = new UnaryCall(*this, context, "Lower");
+  StartLower(call, request, response);
+  return call;
 }
 
-grpc::ServerUnaryReactor* CompilerService::StartLower(
-    Call* call, const v1::LowerRequest* request, v1::LowerResponse* response) {
+grpc::ServerWriteReactor<v1::LowerProgress>* CompilerService::LowerStream(
+    grpc::CallbackServerContext* context, const v1::LowerRequest* request) {
+  auto* call = new LowerStreamCall(*this, context, "LowerStream");
+  StartLower(call, request, call->response());
+  return call;
+}
+
+void CompilerService::StartLower(Call* call, const v1::LowerRequest* request,
+                                 v1::LowerResponse* response) {
   grpc::CallbackServerContext* context = &call->context();
   if (!Admit(call, *request, static_cast<int64_t>(request->ByteSizeLong()))) {
-    return call;
+    return;
   }
 
   auto flight = std::make_shared<LowerFlight>();
   flight->request = request;
   flight->waiters.push_back({call, response});
+  // Set before anyone can join (then under flight->mutex).
+  flight->progress = QueuedUpdate(executor_.queued());
   bool bypass = Metadata(*context, kCacheControlHeader) == "bypass";
   if (options_.cache_bytes > 0 && !bypass) {
     std::string key = LowerRequestDigest(*request, kCompilerVersion);
@@ -641,20 +802,22 @@ grpc::ServerUnaryReactor* CompilerService::StartLower(
       lock.unlock();
       metrics_.RecordCacheLookup(true);
       CompleteFromCache(call, *hit, response);
-      return call;
+      return;
     }
     metrics_.RecordCacheLookup(false);
     if (auto running = flights_.find(key); running != flights_.end()) {
       std::lock_guard<std::mutex> flight_lock(running->second->mutex);
       running->second->waiters.push_back({call, response});
       metrics_.RecordDeduplicated();
-      return call;
+      // It joins where the computation stands.
+      call->Progress(running->second->progress);
+      return;
     }
     flight->key = key;
     flights_.emplace(key, flight);
   }
+  call->Progress(QueuedUpdate(executor_.queued()));
   SubmitLowerFlight(std::move(flight));
-  return call;
 }
 
 void CompilerService::SubmitLowerFlight(std::shared_ptr<LowerFlight> flight) {
@@ -692,9 +855,18 @@ void CompilerService::RunLowerFlight(LowerFlight& flight) {
   RunningJob running_job(*this, start);
   {
     std::lock_guard<std::mutex> lock(flight.mutex);
-    for (LowerFlight::Waiter& waiter : flight.waiters)
+    flight.progress.set_stage(v1::ProgressUpdate::STAGE_STARTED);
+    for (LowerFlight::Waiter& waiter : flight.waiters) {
       waiter.call->JobStarted();
+      waiter.call->Progress(flight.progress);
+    }
   }
+  ProgressFn progress = [&flight](const StageEvent& event) {
+    std::lock_guard<std::mutex> lock(flight.mutex);
+    ApplyStageEvent(event, flight.progress);
+    for (LowerFlight::Waiter& waiter : flight.waiters)
+      waiter.call->Progress(flight.progress);
+  };
   if (options_.before_job_for_testing) options_.before_job_for_testing("Lower");
 
   // The computation continues while any of its callers still wants it.
@@ -731,7 +903,7 @@ void CompilerService::RunLowerFlight(LowerFlight& flight) {
 
   absl::StatusOr<LowerResult> result =
       ferry::Lower(*flight.request, keep_going, options_.limits,
-                   DeclaredBackendOperators(), Fetcher());
+                   DeclaredBackendOperators(), Fetcher(), {}, progress);
   RecordJobTime(Clock::now() - start);
   if (!result.ok()) {
     grpc::Status status = result.status().code() == absl::StatusCode::kCancelled
@@ -968,27 +1140,35 @@ void CompilerService::FinishLowerFlight(
 grpc::ServerUnaryReactor* CompilerService::Verify(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* wire_request,
     grpc::ByteBuffer* wire_response) {
-  Call* call = new Call(*this, context, "Verify");
+  UnaryCall* call = new UnaryCall(*this, context, "Verify");
   v1::VerifyRequest* request = nullptr;
   v1::VerifyResponse* response = nullptr;
-  if (!ParseWire(call, wire_request, wire_response, &request, &response)) {
-    return call;
+  if (ParseWire(call, wire_request, wire_response, &request, &response)) {
+    StartVerify(call, request, response);
   }
-  return StartVerify(call, request, response);
+  return call;
 }
 
 grpc::ServerUnaryReactor* CompilerService::Verify(
     grpc::CallbackServerContext* context, const v1::VerifyRequest* request,
     v1::VerifyResponse* response) {
-  return StartVerify(new Call(*this, context, "Verify"), request, response);
+  auto* call = new UnaryCall(*this, context, "Verify");
+  StartVerify(call, request, response);
+  return call;
 }
 
-grpc::ServerUnaryReactor* CompilerService::StartVerify(
-    Call* call, const v1::VerifyRequest* request,
-    v1::VerifyResponse* response) {
+grpc::ServerWriteReactor<v1::VerifyProgress>* CompilerService::VerifyStream(
+    grpc::CallbackServerContext* context, const v1::VerifyRequest* request) {
+  auto* call = new VerifyStreamCall(*this, context, "VerifyStream");
+  StartVerify(call, request, call->response());
+  return call;
+}
+
+void CompilerService::StartVerify(Call* call, const v1::VerifyRequest* request,
+                                  v1::VerifyResponse* response) {
   if (!Admit(call, request->request(),
              static_cast<int64_t>(request->ByteSizeLong()))) {
-    return call;
+    return;
   }
   if (!v1::VerifyDevice_IsValid(request->device())) {
     call->Complete(InvalidFieldError(
@@ -997,15 +1177,16 @@ grpc::ServerUnaryReactor* CompilerService::StartVerify(
                      "; use VERIFY_DEVICE_AUTO, VERIFY_DEVICE_SIM or "
                      "VERIFY_DEVICE_CUDA"),
         "UNKNOWN_DEVICE"));
-    return call;
+    return;
   }
   if (request->device() == v1::VERIFY_DEVICE_CUDA && !options_.cuda_available) {
     call->Complete(DeviceUnavailableError(
         "cuda",
         "no usable GPU is visible to this server; use "
         "VERIFY_DEVICE_SIM or a GPU verification endpoint"));
-    return call;
+    return;
   }
+  call->Progress(QueuedUpdate(executor_.queued()));
   // No exception leaves a job: RunVerify finishes the call last, so one
   // that escapes it has not finished the call yet.
   Submit(call, [this, call, request, response] {
@@ -1022,7 +1203,6 @@ grpc::ServerUnaryReactor* CompilerService::StartVerify(
     }
     if (failed) call->Complete(*failed);
   });
-  return call;
 }
 
 void CompilerService::RunVerify(Call* call, const v1::VerifyRequest& request,
@@ -1037,6 +1217,13 @@ void CompilerService::RunVerify(Call* call, const v1::VerifyRequest& request,
     call->Complete(call->Unwanted("while queued"));
     return;
   }
+  v1::ProgressUpdate snapshot;
+  snapshot.set_stage(v1::ProgressUpdate::STAGE_STARTED);
+  call->Progress(snapshot);
+  ProgressFn progress = [call, &snapshot](const StageEvent& event) {
+    ApplyStageEvent(event, snapshot);
+    call->Progress(snapshot);
+  };
 
   // Blobs become data: verification runs the real weights.
   const v1::LowerRequest* lower_request = &request.request();
@@ -1055,8 +1242,9 @@ void CompilerService::RunVerify(Call* call, const v1::VerifyRequest& request,
     call->Complete(*refused);
     return;
   }
-  absl::StatusOr<LowerResult> lowered = ferry::Lower(
-      *lower_request, keep_going, options_.limits, DeclaredBackendOperators());
+  absl::StatusOr<LowerResult> lowered =
+      ferry::Lower(*lower_request, keep_going, options_.limits,
+                   DeclaredBackendOperators(), {}, {}, progress);
   if (!lowered.ok()) {
     call->Complete(lowered.status().code() == absl::StatusCode::kCancelled
                        ? call->Unwanted("between passes")
@@ -1085,6 +1273,7 @@ void CompilerService::RunVerify(Call* call, const v1::VerifyRequest& request,
   options.device = DeviceFromProto(request.device());
   options.seed = request.seed();
   options.keep_going = keep_going;
+  options.progress = progress;
   options.cancel = &call->cancel_token();
   for (const v1::InputValue& value : request.inputs().values()) {
     GivenInput input;
@@ -1219,7 +1408,7 @@ v1::GetCapabilitiesResponse CompilerService::Capabilities() const {
 grpc::ServerUnaryReactor* CompilerService::GetCapabilities(
     grpc::CallbackServerContext* context, const v1::GetCapabilitiesRequest*,
     v1::GetCapabilitiesResponse* response) {
-  Call* call = new Call(*this, context, "GetCapabilities");
+  UnaryCall* call = new UnaryCall(*this, context, "GetCapabilities");
   // Answered while draining too: it is cheap and helps clients pick
   // another replica.
   if (!Authorize(call)) return call;
@@ -1235,7 +1424,7 @@ grpc::ServerUnaryReactor* CompilerService::GetCapabilities(
 grpc::ServerUnaryReactor* CompilerService::Lookup(
     grpc::CallbackServerContext* context, const v1::LookupRequest* request,
     v1::LowerResponse* response) {
-  Call* call = new Call(*this, context, "Lookup");
+  UnaryCall* call = new UnaryCall(*this, context, "Lookup");
   if (!Authorize(call)) return call;
   if (draining_.load()) {
     call->Complete(DrainingError());
@@ -1293,7 +1482,7 @@ grpc::ServerUnaryReactor* CompilerService::FindMissingBlobs(
     grpc::CallbackServerContext* context,
     const v1::FindMissingBlobsRequest* request,
     v1::FindMissingBlobsResponse* response) {
-  Call* call = new Call(*this, context, "FindMissingBlobs");
+  UnaryCall* call = new UnaryCall(*this, context, "FindMissingBlobs");
   if (!Authorize(call)) return call;
   if (blobs_ == nullptr) {
     call->Complete(grpc::Status(

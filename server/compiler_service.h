@@ -120,6 +120,14 @@ class CompilerService final : public v1::Compiler::WithRawCallbackMethod_Lower<
   grpc::ServerReadReactor<v1::UploadBlobRequest>* UploadBlob(
       grpc::CallbackServerContext* context,
       v1::UploadBlobResponse* response) override;
+  // Lower and Verify with progress: the same admission and job code, the
+  // call streaming where the job stands (StreamCall).
+  grpc::ServerWriteReactor<v1::LowerProgress>* LowerStream(
+      grpc::CallbackServerContext* context,
+      const v1::LowerRequest* request) override;
+  grpc::ServerWriteReactor<v1::VerifyProgress>* VerifyStream(
+      grpc::CallbackServerContext* context,
+      const v1::VerifyRequest* request) override;
 
   // New calls are refused with UNAVAILABLE from now on; accepted work
   // continues.
@@ -137,7 +145,7 @@ class CompilerService final : public v1::Compiler::WithRawCallbackMethod_Lower<
   const RedisStore* redis() const { return redis_.get(); }
   BlobStore* blobs() const { return blobs_.get(); }
 
-  class Call;        // one RPC's reactor (compiler_service.cc)
+  class Call;        // one RPC's bookkeeping (compiler_service.cc)
   class UploadCall;  // one UploadBlob stream
 
  private:
@@ -150,12 +158,12 @@ class CompilerService final : public v1::Compiler::WithRawCallbackMethod_Lower<
   bool ParseWire(Call* call, const grpc::ByteBuffer* wire_request,
                  grpc::ByteBuffer* wire_response, Request** request,
                  Response** response);
-  grpc::ServerUnaryReactor* StartLower(Call* call,
-                                       const v1::LowerRequest* request,
-                                       v1::LowerResponse* response);
-  grpc::ServerUnaryReactor* StartVerify(Call* call,
-                                        const v1::VerifyRequest* request,
-                                        v1::VerifyResponse* response);
+  // Admit, then answer from the cache or submit the job; the job or the
+  // refusal finishes `call`.
+  void StartLower(Call* call, const v1::LowerRequest* request,
+                  v1::LowerResponse* response);
+  void StartVerify(Call* call, const v1::VerifyRequest* request,
+                   v1::VerifyResponse* response);
 
   // Checks the bearer token; finishes `call` with UNAUTHENTICATED and
   // returns false when it is missing or wrong.

@@ -210,6 +210,29 @@ absl::StatusOr<Response> CallWithRetries(
   }
 }
 
+// Reads a LowerStream or VerifyStream to its end: progress to `progress`,
+// the result into `response`.
+template <typename Event, typename Response>
+grpc::Status ReadStream(std::unique_ptr<grpc::ClientReader<Event>> reader,
+                        const ProgressCallback& progress, Response* response) {
+  Event event;
+  bool answered = false;
+  while (reader->Read(&event)) {
+    if (event.has_result()) {
+      response->Swap(event.mutable_result());
+      answered = true;
+    } else if (event.has_progress() && progress) {
+      progress(event.progress());
+    }
+  }
+  grpc::Status status = reader->Finish();
+  if (status.ok() && !answered) {
+    return grpc::Status(grpc::StatusCode::INTERNAL,
+                        "the stream ended without a result");
+  }
+  return status;
+}
+
 // One asynchronous call, across its attempts. Keeps itself alive (through
 // the callbacks it hands to gRPC) until `done` has run; `channel` outlives
 // it until Finish (Channel::PendingCalls).
@@ -367,6 +390,19 @@ class ClientImpl final : public Client {
 
   absl::StatusOr<v1::LowerResponse> Lower(const v1::LowerRequest& request,
                                           const CallOptions& call) override {
+    return LowerWith(request, call, nullptr);
+  }
+  absl::StatusOr<v1::LowerResponse> LowerStream(
+      const v1::LowerRequest& request, const ProgressCallback& progress,
+      const CallOptions& call) override {
+    return LowerWith(request, call, &progress);
+  }
+
+ private:
+  // Lower, through LowerStream when `progress` is set.
+  absl::StatusOr<v1::LowerResponse> LowerWith(
+      const v1::LowerRequest& request, const CallOptions& call,
+      const ProgressCallback* progress) {
     const ClientOptions& options = channel_->options;
     const bool large = static_cast<int64_t>(request.ByteSizeLong()) >=
                        options.lookup_min_request_bytes;
@@ -399,7 +435,8 @@ class ClientImpl final : public Client {
         lookup_unimplemented_.store(true);  // an older server
       }
     }
-    absl::StatusOr<v1::LowerResponse> lowered = PlainLower(*sent, call);
+    absl::StatusOr<v1::LowerResponse> lowered =
+        PlainLower(*sent, call, progress);
     if (!lowered.ok() && !blobs.empty() &&
         !MissingBlobHashes(lowered.status()).empty()) {
       // A pass needs the bytes of some constants (a re-layout): upload
@@ -409,12 +446,13 @@ class ClientImpl final : public Client {
           !uploaded.ok()) {
         return uploaded;
       }
-      lowered = PlainLower(*sent, call);
+      lowered = PlainLower(*sent, call, progress);
     }
     if (lowered.ok()) RestoreConstants(*lowered, blobs);
     return lowered;
   }
 
+ public:
   absl::StatusOr<v1::LowerResponse> Lookup(const std::string& request_digest,
                                            const CallOptions& call) override {
     v1::LookupRequest request;
@@ -553,8 +591,20 @@ class ClientImpl final : public Client {
     return UploadNamed(hashes, blobs, call);
   }
 
-  absl::StatusOr<v1::LowerResponse> PlainLower(const v1::LowerRequest& request,
-                                               const CallOptions& call) {
+  absl::StatusOr<v1::LowerResponse> PlainLower(
+      const v1::LowerRequest& request, const CallOptions& call,
+      const ProgressCallback* progress) {
+    if (progress != nullptr) {
+      return CallWithRetries<v1::LowerRequest, v1::LowerResponse>(
+          *channel_,
+          [progress](v1::Compiler::Stub& stub, grpc::ClientContext* context,
+                     const v1::LowerRequest& request,
+                     v1::LowerResponse* response) {
+            return ReadStream(stub.LowerStream(context, request), *progress,
+                              response);
+          },
+          request, call);
+    }
     return CallWithRetries<v1::LowerRequest, v1::LowerResponse>(
         *channel_,
         [](v1::Compiler::Stub& stub, grpc::ClientContext* context,
@@ -566,26 +616,41 @@ class ClientImpl final : public Client {
 
   absl::StatusOr<v1::VerifyResponse> Verify(const v1::VerifyRequest& request,
                                             const CallOptions& call) override {
+    return VerifyWith(request, call, nullptr);
+  }
+  absl::StatusOr<v1::VerifyResponse> VerifyStream(
+      const v1::VerifyRequest& request, const ProgressCallback& progress,
+      const CallOptions& call) override {
+    return VerifyWith(request, call, &progress);
+  }
+
+ private:
+  // Verify, through VerifyStream when `progress` is set.
+  absl::StatusOr<v1::VerifyResponse> VerifyWith(
+      const v1::VerifyRequest& request, const CallOptions& call,
+      const ProgressCallback* progress) {
     const int64_t threshold = channel_->options.blob_threshold_bytes;
     if (threshold <= 0 ||
         !HasLargeConstant(request.request().program(), threshold)) {
-      return PlainVerify(request, call);
+      return PlainVerify(request, call, progress);
     }
     std::optional<v1::GetCapabilitiesResponse> caps = Capabilities(call);
-    if (!caps || caps->blob_store().empty()) return PlainVerify(request, call);
+    if (!caps || caps->blob_store().empty())
+      return PlainVerify(request, call, progress);
     v1::VerifyRequest by_digest = request;
     BlobBytes blobs = OffloadConstants(
         *by_digest.mutable_request()->mutable_program(), threshold);
     if (absl::Status uploaded = UploadMissing(blobs, call); !uploaded.ok()) {
       return uploaded;
     }
-    absl::StatusOr<v1::VerifyResponse> verified = PlainVerify(by_digest, call);
+    absl::StatusOr<v1::VerifyResponse> verified =
+        PlainVerify(by_digest, call, progress);
     // A blob evicted between the upload and the call: once more.
     if (!verified.ok() && !MissingBlobHashes(verified.status()).empty()) {
       if (absl::Status uploaded = UploadMissing(blobs, call); !uploaded.ok()) {
         return uploaded;
       }
-      verified = PlainVerify(by_digest, call);
+      verified = PlainVerify(by_digest, call, progress);
     }
     if (verified.ok()) RestoreConstants(*verified, blobs);
     return verified;
@@ -593,7 +658,19 @@ class ClientImpl final : public Client {
 
  private:
   absl::StatusOr<v1::VerifyResponse> PlainVerify(
-      const v1::VerifyRequest& request, const CallOptions& call) {
+      const v1::VerifyRequest& request, const CallOptions& call,
+      const ProgressCallback* progress) {
+    if (progress != nullptr) {
+      return CallWithRetries<v1::VerifyRequest, v1::VerifyResponse>(
+          *channel_,
+          [progress](v1::Compiler::Stub& stub, grpc::ClientContext* context,
+                     const v1::VerifyRequest& request,
+                     v1::VerifyResponse* response) {
+            return ReadStream(stub.VerifyStream(context, request), *progress,
+                              response);
+          },
+          request, call);
+    }
     return CallWithRetries<v1::VerifyRequest, v1::VerifyResponse>(
         *channel_,
         [](v1::Compiler::Stub& stub, grpc::ClientContext* context,

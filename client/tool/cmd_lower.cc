@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "client/tool/graph_output.h"
+#include "client/tool/progress.h"
 #include "client/tool/remote.h"
 #include "client/tool/shared_options.h"
 #include "client/tool/status_report.h"
@@ -27,8 +28,8 @@ std::string LowerUsage() {
          "same on every run, in-process\nor --server).\n"
          "Exit 0 when it lowers (warnings allowed), 1 on errors, 2 on usage "
          "or\nunreadable input; 'ferry --help' has every code.\n\n" +
-         LoweringFlagsHelp() + "\n" + GraphFlagsHelp() + "\n" +
-         RemoteFlagsHelp();
+         ProgressFlagHelp() + LoweringFlagsHelp() + "\n" + GraphFlagsHelp() +
+         "\n" + RemoteFlagsHelp();
 }
 
 }  // namespace
@@ -40,12 +41,13 @@ int RunLower(const Args& args) {
   std::string& report = shared.report;
   v1::LowerOptions& overrides = shared.overrides;
   RemoteOptions& remote = shared.remote;
-  std::string out;
+  std::string out, progress_mode = "auto";
   GraphFlags graph;
   bool timings = false;
   CommandFlags flags("lower", LowerUsage());
   flags.app().add_option("-o,--output", out);
   flags.app().add_flag("--timings", timings);
+  AddProgressFlag(flags.app(), progress_mode);
   AddSharedOptions(flags, shared);
   AddGraphFlags(flags.app(), graph);
   if (std::optional<int> exit = flags.Parse(args)) return *exit;
@@ -57,11 +59,13 @@ int RunLower(const Args& args) {
   bool bare = false;
   if (!LoadRequest(file, format, &request, &bare)) return kExitUsage;
   request.mutable_options()->MergeFrom(overrides);
+  ProgressPrinter progress("lower", progress_mode);
   if (remote.enabled())
-    return RemoteLower(remote, request, file, out, report, timings, graph);
+    return RemoteLower(remote, request, file, out, report, timings, graph,
+                       progress);
 
-  absl::StatusOr<LowerResult> result =
-      Lower(request, {}, {}, DeclaredBackendOperators());
+  absl::StatusOr<LowerResult> result = Lower(
+      request, {}, {}, DeclaredBackendOperators(), {}, {}, progress.Stages());
   if (!result.ok()) return ReportStatus("lower", file, result.status());
   if (result->ok) {
     v1::Program lowered;

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/strings/numbers.h"
+#include "client/tool/progress.h"
 #include "client/tool/remote.h"
 #include "client/tool/shared_options.h"
 #include "client/tool/status_report.h"
@@ -48,7 +49,7 @@ std::string VerifyUsage() {
          "a compile\n"
          "error, 2 on usage or unreadable input, 3 when the device is not "
          "available;\n'ferry --help' has every code.\n\n" +
-         LoweringFlagsHelp() + "\n" + RemoteFlagsHelp();
+         ProgressFlagHelp() + LoweringFlagsHelp() + "\n" + RemoteFlagsHelp();
 }
 
 // Imports and validates a wire program; prints the diagnostics on failure.
@@ -75,6 +76,7 @@ int RunVerify(const Args& args) {
   v1::LowerOptions& overrides = shared.overrides;
   RemoteOptions& remote = shared.remote;
   std::string original_file, inputs_file, dump_file, device = "auto";
+  std::string progress_mode = "auto";
   uint64_t seed = 0;
   CommandFlags flags("verify", VerifyUsage());
   flags.app().add_option_function<std::string>(
@@ -87,10 +89,13 @@ int RunVerify(const Args& args) {
   flags.app().add_option("--inputs", inputs_file);
   flags.app().add_option("--dump-outputs", dump_file);
   flags.app().add_option("--device", device);
+  AddProgressFlag(flags.app(), progress_mode);
   AddSharedOptions(flags, shared);
   if (std::optional<int> exit = flags.Parse(args)) return *exit;
+  ProgressPrinter progress("verify", progress_mode);
   VerifyOptions options;
   options.seed = seed;
+  options.progress = progress.Stages();
   if (device == "auto") {
     options.device = VerifyDevice::kAuto;
   } else if (device == "sim") {
@@ -152,7 +157,7 @@ int RunVerify(const Args& args) {
       return kExitUsage;
     }
     request.mutable_options()->MergeFrom(overrides);
-    return RemoteVerify(remote, request, file, device, seed, report);
+    return RemoteVerify(remote, request, file, device, seed, report, progress);
   }
 
   Program original, lowered;
@@ -167,8 +172,8 @@ int RunVerify(const Args& args) {
   } else {
     request.mutable_options()->MergeFrom(overrides);
     if (!ImportChecked(request.program(), file, &original)) return kExitErrors;
-    absl::StatusOr<LowerResult> result =
-        Lower(request, {}, {}, DeclaredBackendOperators());
+    absl::StatusOr<LowerResult> result = Lower(
+        request, {}, {}, DeclaredBackendOperators(), {}, {}, options.progress);
     if (!result.ok()) return ReportStatus("verify", file, result.status());
     if (!result->ok) {
       std::fputs(ReportText(*result, file).c_str(), stderr);

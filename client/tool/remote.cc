@@ -108,14 +108,16 @@ absl::StatusOr<std::unique_ptr<Client>> ConnectRemote(
 int RemoteLower(const RemoteOptions& remote, const v1::LowerRequest& request,
                 const std::string& file, const std::string& out,
                 const std::string& report, bool timings,
-                const GraphFlags& graph) {
+                const GraphFlags& graph, ProgressPrinter& progress) {
   absl::StatusOr<std::unique_ptr<Client>> client = ConnectRemote(remote);
   if (!client.ok()) {
     std::fprintf(stderr, "ferry lower: %s\n",
                  std::string(client.status().message()).c_str());
     return kExitUsage;
   }
-  absl::StatusOr<v1::LowerResponse> response = (*client)->Lower(request);
+  absl::StatusOr<v1::LowerResponse> response =
+      progress.enabled() ? (*client)->LowerStream(request, progress.Updates())
+                         : (*client)->Lower(request);
   if (!response.ok()) {
     return ReportStatus("lower", file, response.status());
   }
@@ -139,7 +141,8 @@ int RemoteLower(const RemoteOptions& remote, const v1::LowerRequest& request,
 
 int RemoteVerify(const RemoteOptions& remote, const v1::LowerRequest& request,
                  const std::string& file, const std::string& device,
-                 uint64_t seed, const std::string& report) {
+                 uint64_t seed, const std::string& report,
+                 ProgressPrinter& progress) {
   absl::StatusOr<std::unique_ptr<Client>> client = ConnectRemote(remote);
   if (!client.ok()) {
     std::fprintf(stderr, "ferry verify: %s\n",
@@ -152,7 +155,9 @@ int RemoteVerify(const RemoteOptions& remote, const v1::LowerRequest& request,
   verify.set_device(device == "sim"    ? v1::VERIFY_DEVICE_SIM
                     : device == "cuda" ? v1::VERIFY_DEVICE_CUDA
                                        : v1::VERIFY_DEVICE_AUTO);
-  absl::StatusOr<v1::VerifyResponse> response = (*client)->Verify(verify);
+  absl::StatusOr<v1::VerifyResponse> response =
+      progress.enabled() ? (*client)->VerifyStream(verify, progress.Updates())
+                         : (*client)->Verify(verify);
   if (!response.ok()) {
     return ReportStatus("verify", file, response.status());
   }

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "client/tool/commands.h"
 #include "client/tool/graph_output.h"
+#include "client/tool/progress.h"
 #include "ferry/client.h"
 #include "ferry/v1/compiler.pb.h"
 
@@ -47,16 +48,18 @@ absl::StatusOr<std::unique_ptr<Client>> ConnectRemote(
     const RemoteOptions& remote);
 
 // `ferry lower --server`: prints (and draws `graph`) as RunLower does.
-// Returns the exit code.
+// Returns the exit code. With `progress` enabled the call streams
+// (LowerStream) and prints its progress.
 int RemoteLower(const RemoteOptions& remote, const v1::LowerRequest& request,
                 const std::string& file, const std::string& out,
                 const std::string& report, bool timings,
-                const GraphFlags& graph);
+                const GraphFlags& graph, ProgressPrinter& progress);
 
 // `ferry verify --server`. `device` is "auto", "sim" or "cuda".
 int RemoteVerify(const RemoteOptions& remote, const v1::LowerRequest& request,
                  const std::string& file, const std::string& device,
-                 uint64_t seed, const std::string& report);
+                 uint64_t seed, const std::string& report,
+                 ProgressPrinter& progress);
 
 }  // namespace ferry::tool
 

@@ -79,6 +79,22 @@ class ClientTest(unittest.TestCase):
             self.assertTrue(verified.report.outputs[0].match)
             self.assertGreaterEqual(client.attempts, 3)
 
+    def test_progress_streams_every_pass_then_the_result(self):
+        program, _ = self.program()
+        with ferry.Client(self.server.address, deadline=120) as client:
+            passes = list(client.capabilities().passes)
+            updates = []
+            lowered = client.lower(program, bypass_cache=True,
+                                   progress=updates.append)
+            self.assertTrue(lowered.ok, lowered.diagnostics)
+            self.assertTrue(updates)
+            self.assertEqual([s.stage for s in updates[-1].finished], passes)
+            steps = []
+            verified = client.verify(program, device="sim",
+                                     progress=steps.append)
+            self.assertTrue(verified.ok, verified.report.summary)
+            self.assertEqual(steps[-1].finished[-1].stage, "compare")
+
     def test_digest_computed_here_is_the_servers(self):
         # The documented digest (docs/service.md, "Request digests"),
         # computed in Python, finds what the C++ server cached.

@@ -83,6 +83,41 @@ TEST_F(ToolRemoteTest, LowerPrintsWhatTheInProcessToolPrints) {
 // A large program already lowered is answered by Lookup: the second run
 // sends no program (the server logs a Lookup hit and no second Lower), and
 // prints the same. --server takes a list of replicas too.
+// --progress=always prints the same lines through --server (LowerStream,
+// VerifyStream) as in-process, durations aside; stdout is unchanged.
+TEST_F(ToolRemoteTest, ProgressLinesAreTheInProcessOnes) {
+  dir_.Write("progress.textproto", ToText(SyntheticChainRequest(20, 9)));
+  std::string file = dir_.File("progress.textproto");
+  auto without_durations = [](std::string text) {
+    std::string out;
+    for (size_t at = 0; at < text.size();) {
+      size_t ms = text.find(" ms\n", at);
+      if (ms == std::string::npos) {
+        out += text.substr(at);
+        break;
+      }
+      size_t number = text.rfind(' ', ms - 1);
+      out += text.substr(at, number - at) + " ms\n";
+      at = ms + 4;
+    }
+    return out;
+  };
+  for (std::vector<std::string> args :
+       {std::vector<std::string>{"lower", "--progress=always"},
+        std::vector<std::string>{"verify", "--progress=always",
+                                 "--device=sim"}}) {
+    args.push_back(file);
+    Run local = Tool(args);
+    args.insert(args.begin() + 1, {"--server", address_});
+    Run remote = Tool(args);
+    ASSERT_EQ(local.exit_code, 0) << local.err;
+    ASSERT_EQ(remote.exit_code, 0) << remote.err;
+    EXPECT_NE(local.err.find("] plan_memory "), std::string::npos) << local.err;
+    EXPECT_EQ(without_durations(remote.err), without_durations(local.err));
+    EXPECT_EQ(remote.out, local.out);
+  }
+}
+
 TEST_F(ToolRemoteTest, LowerAsksByDigestBeforeSendingALargeProgram) {
   dir_.Write("large.textproto", ToText(SyntheticChainRequest(3000, 5)));
   std::string file = dir_.File("large.textproto");

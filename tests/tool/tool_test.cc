@@ -2,6 +2,7 @@
 // codes and output.
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <random>
 #include <string>
@@ -274,6 +275,56 @@ methods {
   EXPECT_NE(target.out.find("  hint: did you mean 'cuda:0'?"),
             std::string::npos)
       << target.out;
+}
+
+// --progress=always prints one line per pipeline pass, in pipeline order,
+// on stderr (stdout stays the report); verify adds its steps per method.
+TEST_F(ToolTest, ProgressAlwaysPrintsOneLinePerPassOnStderr) {
+  const std::string example = Example("two_delegates.textproto");
+  ToolRun lowered = testing_util::RunCommand(
+      std::string(FERRY_TOOL) + " lower --progress=always --report=json " +
+      example + " -o " + (dir_ / "out.binpb").string() + " 2>" +
+      (dir_ / "err.txt").string());
+  ASSERT_EQ(lowered.exit_code, 0) << lowered.out;
+  EXPECT_EQ(lowered.out.find("ferry lower: ["), std::string::npos)
+      << "progress went to stdout: " << lowered.out;
+  std::string err = testing_util::ReadFile(dir_ / "err.txt");
+  const std::vector<std::string> passes = {
+      "import", "validate",       "normalize_layout", "partition",
+      "lower",  "place_and_copy", "plan_memory"};
+  size_t at = 0;
+  for (size_t i = 0; i < passes.size(); ++i) {
+    std::string line = "ferry lower: [" + std::to_string(i + 1) + "/" +
+                       std::to_string(passes.size()) + "] " + passes[i] + " ";
+    size_t found = err.find(line, at);
+    ASSERT_NE(found, std::string::npos) << line << " missing in\n" << err;
+    at = found + line.size();
+  }
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'),
+            static_cast<long>(passes.size()))
+      << err;
+
+  ToolRun verified = Ferry("verify --progress=always --device=sim " + example);
+  ASSERT_EQ(verified.exit_code, 0) << verified.out;
+  for (const char* step : {"eager_run", "lowered_run", "compare"}) {
+    EXPECT_NE(verified.out.find(std::string("ferry verify: forward: ") + step),
+              std::string::npos)
+        << step << " missing in\n"
+        << verified.out;
+  }
+}
+
+// Without a terminal on stderr, auto (the default) prints no progress, and
+// never prints none anywhere; an unknown mode is a usage error.
+TEST_F(ToolTest, ProgressAutoPrintsNothingWithoutATerminal) {
+  const std::string example = Example("two_delegates.textproto");
+  for (const char* mode : {"", "--progress=auto ", "--progress=never "}) {
+    ToolRun r = Ferry(std::string("lower ") + mode + example);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_EQ(r.out.find("ferry lower: ["), std::string::npos) << mode << "\n"
+                                                               << r.out;
+  }
+  EXPECT_EQ(Ferry("lower --progress=sometimes " + example).exit_code, 2);
 }
 
 }  // namespace

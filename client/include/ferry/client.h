@@ -130,6 +130,12 @@ class AsyncCall {
 template <typename Response>
 using Callback = std::function<void(absl::StatusOr<Response>)>;
 
+// Hears where a streamed call stands: each ferry.v1.ProgressUpdate the
+// server sends (a snapshot: the stage running now and every stage finished
+// so far), on the calling thread, between reads. An attempt that is retried
+// starts over from an empty snapshot.
+using ProgressCallback = std::function<void(const v1::ProgressUpdate&)>;
+
 class Client {
  public:
   // Validates `options` and reads the TLS and token files. Does not
@@ -142,6 +148,17 @@ class Client {
   virtual absl::StatusOr<v1::VerifyResponse> Verify(
       const v1::VerifyRequest& request, const CallOptions& call = {}) = 0;
   virtual absl::StatusOr<v1::GetCapabilitiesResponse> GetCapabilities(
+      const CallOptions& call = {}) = 0;
+
+  // Lower and Verify through the streaming RPCs (LowerStream,
+  // VerifyStream): the same lookup, blobs, retries and result, with
+  // `progress` called for every update. A Lower answered by Lookup hears
+  // none.
+  virtual absl::StatusOr<v1::LowerResponse> LowerStream(
+      const v1::LowerRequest& request, const ProgressCallback& progress,
+      const CallOptions& call = {}) = 0;
+  virtual absl::StatusOr<v1::VerifyResponse> VerifyStream(
+      const v1::VerifyRequest& request, const ProgressCallback& progress,
       const CallOptions& call = {}) = 0;
 
   // Asynchronous forms: `done` runs exactly once, on a gRPC thread. The

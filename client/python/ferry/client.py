@@ -113,6 +113,26 @@ def _unpack_details(error):
     return out
 
 
+def _streamed(stream_method, progress):
+    """A unary-looking call of a LowerStream/VerifyStream method: each
+    ProgressUpdate goes to `progress`, the result is returned."""
+
+    def call(request, timeout, metadata):
+        result = None
+        for event in stream_method(request, timeout=timeout,
+                                   metadata=metadata):
+            if event.HasField("result"):
+                result = event.result
+            elif event.HasField("progress"):
+                progress(event.progress)
+        if result is None:
+            raise ClientError(grpc.StatusCode.INTERNAL,
+                              "the stream ended without a result")
+        return result
+
+    return call
+
+
 def _read(path, what):
     try:
         with open(path, "rb") as f:
@@ -195,14 +215,16 @@ class Client:
     # --- Calls
 
     def lower(self, request, *, deadline=None, request_id=None,
-              bypass_cache=False):
+              bypass_cache=False, progress=None):
         """Lowers a LowerRequest (or a bare Program with default options);
-        returns the LowerResponse."""
+        returns the LowerResponse. With `progress` (a callable) the call
+        goes through LowerStream and `progress` gets each ProgressUpdate."""
         if isinstance(request, program_pb2.Program):
             request = program_pb2.LowerRequest(program=request)
         self._check_size(request)
-        return self._call(self._stub.Lower, request, deadline, request_id,
-                          bypass_cache)
+        method = (self._stub.Lower if progress is None else _streamed(
+            self._stub.LowerStream, progress))
+        return self._call(method, request, deadline, request_id, bypass_cache)
 
     def verify(self,
                request,
@@ -213,11 +235,12 @@ class Client:
                include_program=False,
                deadline=None,
                request_id=None,
-               bypass_cache=False):
+               bypass_cache=False,
+               progress=None):
         """Lowers and verifies; `request` is a VerifyRequest, a LowerRequest
         or a Program (then device, seed, inputs (an InputSet) and
         include_program fill the VerifyRequest). Returns the
-        VerifyResponse."""
+        VerifyResponse. `progress`: as for lower (VerifyStream)."""
         if isinstance(request, program_pb2.Program):
             request = program_pb2.LowerRequest(program=request)
         if isinstance(request, program_pb2.LowerRequest):
@@ -232,8 +255,9 @@ class Client:
                 verify.inputs.CopyFrom(inputs)
             request = verify
         self._check_size(request)
-        return self._call(self._stub.Verify, request, deadline, request_id,
-                          bypass_cache)
+        method = (self._stub.Verify if progress is None else _streamed(
+            self._stub.VerifyStream, progress))
+        return self._call(method, request, deadline, request_id, bypass_cache)
 
     def request_digest(self, request):
         """`request`'s digest for this server (its compiler version, asked
