@@ -139,7 +139,6 @@ class CompilerService::Call final : public grpc::ServerUnaryReactor {
     request_id_ = UsableRequestId(id) ? id : NewRequestId();
     deadline_ = arrival_ + EffectiveTimeout(context->raw_deadline());
     cancel_.SetDeadline(deadline_);
-    context->AddInitialMetadata(kRequestIdHeader, request_id_);
   }
 
   void OnCancel() override {
@@ -184,6 +183,17 @@ class CompilerService::Call final : public grpc::ServerUnaryReactor {
     }
     try {
       Record(status);
+      // A failure goes Trailers-Only (no initial metadata), which gRPC's
+      // client retries need (gRFC A6): the request id travels in the
+      // trailers then.
+      if (status.ok()) {
+        context_->AddInitialMetadata(kRequestIdHeader, request_id_);
+      } else {
+        context_->AddTrailingMetadata(kRequestIdHeader, request_id_);
+      }
+      if (auto pushback = RetryPushbackMs(status)) {
+        context_->AddTrailingMetadata(kRetryPushbackTrailer, *pushback);
+      }
     } catch (...) {
     }
     Finish(status);
@@ -1410,6 +1420,9 @@ class CompilerService::UploadCall final
     if (!status.ok()) line.set_error(status.error_message());
     line.set_peer(context_->peer());
     service_.logger_.Write(line);
+    if (auto pushback = RetryPushbackMs(status)) {
+      context_->AddTrailingMetadata(kRetryPushbackTrailer, *pushback);
+    }
     Finish(status);
   }
 
