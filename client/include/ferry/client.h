@@ -17,9 +17,10 @@
 // body.
 //
 // Calls carry a deadline (ClientOptions::default_deadline unless the call
-// sets one). Every call is idempotent, so one that fails with UNAVAILABLE
-// (server unreachable, restarting or draining) is retried with exponential
-// backoff within its deadline; no other status is retried. A Client is
+// sets one). Every call is idempotent, so gRPC retries one that fails with
+// UNAVAILABLE (server unreachable, restarting or draining) or with a
+// RESOURCE_EXHAUSTED the server says to retry, within its deadline
+// (RetryOptions); no other status is retried. A Client is
 // thread-safe; async callbacks run on gRPC threads and must not block.
 //
 // The synchronous Lower asks before it sends a large program to a server
