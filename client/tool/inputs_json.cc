@@ -21,19 +21,18 @@ using google::protobuf::Value;
 // sizes[dim...] when nested (a flat list is checked by its count later).
 absl::Status Flatten(const ListValue& list, const std::vector<int64_t>& sizes,
                      size_t dim, bool nested, std::vector<const Value*>& out) {
-  if (nested && dim < sizes.size() &&
-      list.values_size() != sizes[dim]) {
+  if (nested && dim < sizes.size() && list.values_size() != sizes[dim]) {
     return absl::InvalidArgumentError(
         absl::StrCat("dimension ", dim, " has ", list.values_size(),
-                     " entries, the spec's sizes [",
-                     absl::StrJoin(sizes, ","), "] say ", sizes[dim]));
+                     " entries, the spec's sizes [", absl::StrJoin(sizes, ","),
+                     "] say ", sizes[dim]));
   }
   for (const Value& value : list.values()) {
     if (value.has_list_value()) {
       if (!nested || dim + 1 >= sizes.size()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "nested deeper than the spec's sizes [", absl::StrJoin(sizes, ","),
-            "]"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("nested deeper than the spec's sizes [",
+                         absl::StrJoin(sizes, ","), "]"));
       }
       if (absl::Status s =
               Flatten(value.list_value(), sizes, dim + 1, nested, out);
@@ -42,9 +41,9 @@ absl::Status Flatten(const ListValue& list, const std::vector<int64_t>& sizes,
       }
     } else if (value.has_number_value() || value.has_bool_value()) {
       if (nested && dim + 1 != sizes.size()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "a number where dimension ", dim + 1, " of sizes [",
-            absl::StrJoin(sizes, ","), "] needs a list"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("a number where dimension ", dim + 1, " of sizes [",
+                         absl::StrJoin(sizes, ","), "] needs a list"));
       }
       if (static_cast<int64_t>(out.size()) >= kMaxInputElements) {
         return absl::InvalidArgumentError(
@@ -104,8 +103,8 @@ absl::Status NumbersToData(const Value& numbers, v1::InputValue& value) {
   std::string data(static_cast<size_t>(count * element), '\0');
   for (int64_t i = 0; i < count; ++i) {
     const Value& v = *flat[static_cast<size_t>(i)];
-    double number = v.has_bool_value() ? (v.bool_value() ? 1.0 : 0.0)
-                                       : v.number_value();
+    double number =
+        v.has_bool_value() ? (v.bool_value() ? 1.0 : 0.0) : v.number_value();
     void* at = data.data() + i * element;
     if (is_float) {
       element::StoreDouble(dtype, at, number);
@@ -136,9 +135,8 @@ absl::Status ParseInputsJson(const std::string& path, const std::string& json,
   google::protobuf::Struct root;
   if (auto parsed = google::protobuf::util::JsonStringToMessage(json, &root);
       !parsed.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": not a JSON object: ",
-                     std::string(parsed.message())));
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": not a JSON object: ", std::string(parsed.message())));
   }
   auto found = root.fields().find("values");
   if (root.fields_size() != 1 || found == root.fields().end() ||
@@ -170,10 +168,11 @@ absl::Status ParseInputsJson(const std::string& path, const std::string& json,
     if (auto parsed = google::protobuf::util::JsonStringToMessage(rest, &value);
         !parsed.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          where, ": not a ferry.v1.InputValue: ", std::string(parsed.message())));
+          where,
+          ": not a ferry.v1.InputValue: ", std::string(parsed.message())));
     }
-    const std::string name =
-        absl::StrCat(where, " (input '", value.method(), "/", value.input(), "')");
+    const std::string name = absl::StrCat(where, " (input '", value.method(),
+                                          "/", value.input(), "')");
     if (numbers) {
       if (!value.data().empty()) {
         return absl::InvalidArgumentError(
