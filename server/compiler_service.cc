@@ -191,16 +191,18 @@ class CompilerService::Call {
       : service_(service),
         context_(context),
         method_(method),
+        type_(absl::EndsWith(method, "Stream") ? RpcType::kServerStream
+                                                : RpcType::kUnary),
         arrival_(Clock::now()),
         cancel_(&service.drain_token_) {
     std::string id = Metadata(*context, kRequestIdHeader);
     request_id_ = UsableRequestId(id) ? id : NewRequestId();
     deadline_ = arrival_ + EffectiveTimeout(context->raw_deadline());
     cancel_.SetDeadline(deadline_);
-    context->AddInitialMetadata(kRequestIdHeader, request_id_);
-    // A unary call's handler runs with its request received.
-    service.metrics_.RecordStarted(method_);
-    service.metrics_.RecordMessageReceived(method_);
+    // The handler runs with its request received (unary, or the one
+    // request of a server stream).
+    service.metrics_.RecordStarted(method_, type_);
+    service.metrics_.RecordMessageReceived(method_, type_);
   }
 
   virtual ~Call() = default;
@@ -263,6 +265,17 @@ class CompilerService::Call {
     }
     try {
       Record(status);
+      // A failure goes Trailers-Only (no initial metadata), which gRPC's
+      // client retries need (gRFC A6): the request id travels in the
+      // trailers then.
+      if (status.ok()) {
+        context_->AddInitialMetadata(kRequestIdHeader, request_id_);
+      } else {
+        context_->AddTrailingMetadata(kRequestIdHeader, request_id_);
+      }
+      if (auto pushback = RetryPushbackMs(status)) {
+        context_->AddTrailingMetadata(kRetryPushbackTrailer, *pushback);
+      }
     } catch (...) {
     }
     FinishRpc(status);
@@ -302,8 +315,8 @@ class CompilerService::Call {
     Clock::time_point now = Clock::now();
     absl::string_view code = StatusCodeName(status.error_code());
     service_.metrics_.RecordRequest(method_, code,
-                                    MillisBetween(arrival_, now) / 1000);
-    if (status.ok()) service_.metrics_.RecordMessageSent(method_);
+                                    MillisBetween(arrival_, now) / 1000, type_);
+    if (status.ok()) service_.metrics_.RecordMessageSent(method_, type_);
     LogLine line = NewLogLine("rpc");
     line.set_level(std::string(LogLevel(status.error_code())));
     line.set_request_id(request_id_);
@@ -352,6 +365,7 @@ class CompilerService::Call {
   CompilerService& service_;
   grpc::CallbackServerContext* context_;
   const std::string method_;
+  const RpcType type_;  // a server stream's name ends in Stream
   const Clock::time_point arrival_;
   Clock::time_point deadline_;
   Clock::time_point job_start_;
@@ -405,6 +419,12 @@ class StreamCall final : public grpc::ServerWriteReactor<Event>,
         return;
       }
       writing_ = true;
+    }
+    // The first write sends the initial metadata: the request id goes with
+    // it (Complete adds it for a call that wrote nothing before its end).
+    if (!wrote_) {
+      wrote_ = true;
+      context().AddInitialMetadata(kRequestIdHeader, request_id());
     }
     *out_.mutable_progress() = update;  // this thread holds the write now
     this->StartWrite(&out_);
@@ -470,6 +490,7 @@ class StreamCall final : public grpc::ServerWriteReactor<Event>,
   Event out_;  // the message being written
   std::mutex mutex_;
   bool writing_ = false;
+  bool wrote_ = false;  // a progress write began (only the writer reads it)
   bool broken_ = false;
   bool final_sent_ = false;
   std::optional<v1::ProgressUpdate> pending_;
@@ -1665,6 +1686,9 @@ class CompilerService::UploadCall final
     if (!status.ok()) line.set_error(status.error_message());
     line.set_peer(context_->peer());
     service_.logger_.Write(line);
+    if (auto pushback = RetryPushbackMs(status)) {
+      context_->AddTrailingMetadata(kRetryPushbackTrailer, *pushback);
+    }
     Finish(status);
   }
 

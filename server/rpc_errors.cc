@@ -258,3 +258,23 @@ absl::string_view StatusCodeName(grpc::StatusCode code) {
 }
 
 }  // namespace ferry
+
+namespace ferry {
+
+std::optional<std::string> RetryPushbackMs(const grpc::Status& status) {
+  if (status.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED) {
+    return std::nullopt;
+  }
+  google::rpc::Status details;
+  if (details.ParseFromString(status.error_details())) {
+    for (const google::protobuf::Any& any : details.details()) {
+      google::rpc::RetryInfo retry;
+      if (!any.UnpackTo(&retry)) continue;
+      return absl::StrCat(retry.retry_delay().seconds() * 1000 +
+                          retry.retry_delay().nanos() / 1'000'000);
+    }
+  }
+  return "-1";
+}
+
+}  // namespace ferry

@@ -19,6 +19,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -78,6 +79,13 @@ grpc::Status DeviceUnavailableError(absl::string_view device,
 grpc::Status MissingBlobsError(const std::vector<std::string>& subjects,
                                absl::string_view why);
 grpc::Status DrainingError();
+
+// The `grpc-retry-pushback-ms` trailer to send with `status`, which gRPC's
+// client retry honours (gRFC A6): for RESOURCE_EXHAUSTED, the RetryInfo
+// delay in milliseconds where the status carries one, else "-1" (do not
+// retry: a limit, which waiting does not cure); nothing for other codes.
+std::optional<std::string> RetryPushbackMs(const grpc::Status& status);
+inline constexpr char kRetryPushbackTrailer[] = "grpc-retry-pushback-ms";
 
 // UNAUTHENTICATED: no or a wrong bearer token.
 grpc::Status UnauthenticatedError(absl::string_view why);

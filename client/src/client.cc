@@ -1,7 +1,6 @@
 #include "ferry/client.h"
 
 #include <arpa/inet.h>
-#include <grpcpp/alarm.h>
 #include <grpcpp/grpcpp.h>
 #include <netdb.h>
 #include <sys/socket.h>
@@ -11,7 +10,6 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
-#include <random>
 #include <thread>
 
 #include "absl/container/flat_hash_map.h"
@@ -19,12 +17,16 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "ferry/digest.h"
 #include "ferry/file.h"
 #include "ferry/v1/compiler.grpc.pb.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "service_config_json.h"
 
 namespace ferry {
 namespace {
@@ -84,6 +86,52 @@ absl::StatusOr<std::string> AddressListTarget(absl::string_view list) {
                     : absl::StrCat("ipv4:", absl::StrJoin(v4, ","));
 }
 
+// "1.5s": a duration of the service config.
+std::string DurationJson(std::chrono::milliseconds ms) {
+  return absl::StrFormat("%d.%03ds", ms.count() / 1000, ms.count() % 1000);
+}
+
+// The default service config with the fields `retry` sets replaced; without
+// a retry policy when max_attempts is 1 (gRPC wants at least 2 in one).
+absl::StatusOr<std::string> ServiceConfigJson(const RetryOptions& retry) {
+  google::protobuf::Struct config;
+  if (auto parsed = google::protobuf::util::JsonStringToMessage(
+          kDefaultServiceConfigJson, &config);
+      !parsed.ok()) {
+    return absl::InternalError(
+        absl::StrCat("the compiled-in service_config.json: ",
+                     std::string(parsed.message())));
+  }
+  auto& methods = *(*config.mutable_fields())["methodConfig"]
+                       .mutable_list_value()
+                       ->mutable_values();
+  for (google::protobuf::Value& method : methods) {
+    auto& fields = *method.mutable_struct_value()->mutable_fields();
+    if (retry.max_attempts == 1) {
+      fields.erase("retryPolicy");
+      continue;
+    }
+    auto& policy =
+        *fields["retryPolicy"].mutable_struct_value()->mutable_fields();
+    if (retry.max_attempts)
+      policy["maxAttempts"].set_number_value(*retry.max_attempts);
+    if (retry.initial_backoff)
+      policy["initialBackoff"].set_string_value(
+          DurationJson(*retry.initial_backoff));
+    if (retry.max_backoff)
+      policy["maxBackoff"].set_string_value(DurationJson(*retry.max_backoff));
+    if (retry.multiplier)
+      policy["backoffMultiplier"].set_number_value(*retry.multiplier);
+  }
+  std::string json;
+  if (auto printed = google::protobuf::util::MessageToJsonString(config, &json);
+      !printed.ok()) {
+    return absl::InternalError(
+        absl::StrCat("service config: ", std::string(printed.message())));
+  }
+  return json;
+}
+
 absl::Status ToAbsl(const grpc::Status& status) {
   if (status.ok()) return absl::OkStatus();
   absl::Status converted(static_cast<absl::StatusCode>(status.error_code()),
@@ -106,7 +154,7 @@ struct Channel {
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::Compiler::Stub> stub;
   std::unique_ptr<grpc::health::v1::Health::Stub> health;
-  std::atomic<int64_t> attempts{0};
+  std::atomic<int64_t> calls{0};  // started, for attempts()
 
   // The asynchronous calls started and not yet finished.
   class PendingCalls {
@@ -159,27 +207,6 @@ struct Channel {
     return SystemClock::now() +
            call.deadline.value_or(options.default_deadline);
   }
-
-  // The pause before retry `attempt` (1-based count of attempts made), with
-  // +-20% jitter so that many clients do not retry in step; nullopt when no
-  // retry should be made.
-  std::optional<std::chrono::milliseconds> RetryPause(
-      const grpc::Status& status, int attempt,
-      SystemClock::time_point deadline) const {
-    if (status.error_code() != grpc::StatusCode::UNAVAILABLE)
-      return std::nullopt;
-    if (attempt >= options.retry.max_attempts) return std::nullopt;
-    double backoff = static_cast<double>(options.retry.initial_backoff.count());
-    for (int i = 1; i < attempt; ++i) backoff *= options.retry.multiplier;
-    backoff = std::min(backoff,
-                       static_cast<double>(options.retry.max_backoff.count()));
-    thread_local std::minstd_rand random(std::random_device{}());
-    std::uniform_real_distribution<double> jitter(0.8, 1.2);
-    auto pause = std::chrono::milliseconds(
-        static_cast<int64_t>(backoff * jitter(random)));
-    if (SystemClock::now() + pause >= deadline) return std::nullopt;
-    return pause;
-  }
 };
 
 template <typename Request, typename Response>
@@ -191,23 +218,18 @@ using AsyncMethod = std::function<void(
     v1::Compiler::Stub&, grpc::ClientContext*, const Request*, Response*,
     std::function<void(grpc::Status)>)>;
 
+// One call; gRPC retries it as the channel's service config says.
 template <typename Request, typename Response>
-absl::StatusOr<Response> CallWithRetries(
-    Channel& channel, const SyncMethod<Request, Response>& method,
-    const Request& request, const CallOptions& call) {
-  SystemClock::time_point deadline = channel.Deadline(call);
-  for (int attempt = 1;; ++attempt) {
-    grpc::ClientContext context;
-    channel.Prepare(context, call, deadline);
-    Response response;
-    ++channel.attempts;
-    grpc::Status status = method(*channel.stub, &context, request, &response);
-    if (status.ok()) return response;
-    std::optional<std::chrono::milliseconds> pause =
-        channel.RetryPause(status, attempt, deadline);
-    if (!pause) return ToAbsl(status);
-    std::this_thread::sleep_for(*pause);
-  }
+absl::StatusOr<Response> Call(Channel& channel,
+                              const SyncMethod<Request, Response>& method,
+                              const Request& request, const CallOptions& call) {
+  grpc::ClientContext context;
+  channel.Prepare(context, call, channel.Deadline(call));
+  Response response;
+  ++channel.calls;
+  grpc::Status status = method(*channel.stub, &context, request, &response);
+  if (!status.ok()) return ToAbsl(status);
+  return response;
 }
 
 // Reads a LowerStream or VerifyStream to its end: progress to `progress`,
@@ -233,9 +255,9 @@ grpc::Status ReadStream(std::unique_ptr<grpc::ClientReader<Event>> reader,
   return status;
 }
 
-// One asynchronous call, across its attempts. Keeps itself alive (through
-// the callbacks it hands to gRPC) until `done` has run; `channel` outlives
-// it until Finish (Channel::PendingCalls).
+// One asynchronous call (gRPC retries it as the service config says). Keeps
+// itself alive (through the callbacks it hands to gRPC) until `done` has run;
+// `channel` outlives it until Finish (Channel::PendingCalls).
 template <typename Request, typename Response>
 class AsyncCallState final
     : public AsyncCall,
@@ -250,23 +272,17 @@ class AsyncCallState final
         call_(std::move(call)),
         deadline_(channel_->Deadline(call_)) {}
 
-  void StartAttempt() {
+  void Start() {
     std::unique_lock<std::mutex> lock(mutex_);
-    if (cancelled_) {
-      lock.unlock();
-      Complete(absl::CancelledError("call cancelled by the client"));
-      return;
-    }
-    ++attempt_;
     context_ = std::make_unique<grpc::ClientContext>();
     channel_->Prepare(*context_, call_, deadline_);
     response_.Clear();
-    ++channel_->attempts;
+    ++channel_->calls;
     auto self = this->shared_from_this();
     grpc::ClientContext* context = context_.get();
     lock.unlock();
     method_(*channel_->stub, context, &request_, &response_,
-            [self](grpc::Status status) { self->AttemptDone(status); });
+            [self](grpc::Status status) { self->Done(status); });
   }
 
   void Cancel() override {
@@ -274,31 +290,18 @@ class AsyncCallState final
     if (cancelled_) return;
     cancelled_ = true;
     if (context_) context_->TryCancel();
-    if (alarm_) alarm_->Cancel();
   }
 
  private:
-  void AttemptDone(const grpc::Status& status) {
+  void Done(const grpc::Status& status) {
     if (status.ok()) {
       Complete(std::move(response_));
-      return;
-    }
-    std::unique_lock<std::mutex> lock(mutex_);
-    std::optional<std::chrono::milliseconds> pause =
-        cancelled_ ? std::nullopt
-                   : channel_->RetryPause(status, attempt_, deadline_);
-    if (!pause) {
-      lock.unlock();
+    } else {
       Complete(ToAbsl(status));
-      return;
     }
-    auto self = this->shared_from_this();
-    alarm_ = std::make_unique<grpc::Alarm>();
-    alarm_->Set(SystemClock::now() + *pause,
-                [self](bool) { self->StartAttempt(); });
   }
 
-  // Runs `done`, then releases the last attempt's context (it holds a
+  // Runs `done`, then releases the call's context (it holds a
   // reference to the grpc::Channel) and tells the Channel the call is
   // finished: the last use of channel_.
   void Complete(absl::StatusOr<Response> result) {
@@ -325,9 +328,7 @@ class AsyncCallState final
 
   std::mutex mutex_;
   std::unique_ptr<grpc::ClientContext> context_;
-  std::unique_ptr<grpc::Alarm> alarm_;
   Response response_;
-  int attempt_ = 0;
   bool cancelled_ = false;
   bool finished_ = false;
 };
@@ -457,7 +458,7 @@ class ClientImpl final : public Client {
                                            const CallOptions& call) override {
     v1::LookupRequest request;
     request.set_request_digest(request_digest);
-    return CallWithRetries<v1::LookupRequest, v1::LowerResponse>(
+    return Call<v1::LookupRequest, v1::LowerResponse>(
         *channel_,
         [](v1::Compiler::Stub& stub, grpc::ClientContext* context,
            const v1::LookupRequest& request, v1::LowerResponse* response) {
@@ -483,8 +484,7 @@ class ClientImpl final : public Client {
     for (const v1::Digest& digest : digests)
       *request.add_blob_digests() = digest;
     absl::StatusOr<v1::FindMissingBlobsResponse> response =
-        CallWithRetries<v1::FindMissingBlobsRequest,
-                        v1::FindMissingBlobsResponse>(
+        Call<v1::FindMissingBlobsRequest, v1::FindMissingBlobsResponse>(
             *channel_,
             [](v1::Compiler::Stub& stub, grpc::ClientContext* context,
                const v1::FindMissingBlobsRequest& request,
@@ -502,32 +502,26 @@ class ClientImpl final : public Client {
     const v1::Digest digest = BlobDigestOf(bytes);
     const size_t chunk =
         static_cast<size_t>(std::max(1, channel_->options.upload_chunk_bytes));
-    SystemClock::time_point deadline = channel_->Deadline(call);
-    for (int attempt = 1;; ++attempt) {
-      grpc::ClientContext context;
-      channel_->Prepare(context, call, deadline);
-      v1::UploadBlobResponse response;
-      ++channel_->attempts;
-      std::unique_ptr<grpc::ClientWriter<v1::UploadBlobRequest>> writer =
-          channel_->stub->UploadBlob(&context, &response);
-      size_t offset = 0;
-      bool first = true;
-      do {
-        v1::UploadBlobRequest message;
-        if (first) *message.mutable_digest() = digest;
-        first = false;
-        message.set_data(bytes.substr(offset, chunk));
-        offset += chunk;
-        if (!writer->Write(message)) break;  // the server ended the stream
-      } while (offset < bytes.size());
-      writer->WritesDone();
-      grpc::Status status = writer->Finish();
-      if (status.ok()) return digest;
-      std::optional<std::chrono::milliseconds> pause =
-          channel_->RetryPause(status, attempt, deadline);
-      if (!pause) return ToAbsl(status);
-      std::this_thread::sleep_for(*pause);
-    }
+    grpc::ClientContext context;
+    channel_->Prepare(context, call, channel_->Deadline(call));
+    v1::UploadBlobResponse response;
+    ++channel_->calls;
+    std::unique_ptr<grpc::ClientWriter<v1::UploadBlobRequest>> writer =
+        channel_->stub->UploadBlob(&context, &response);
+    size_t offset = 0;
+    bool first = true;
+    do {
+      v1::UploadBlobRequest message;
+      if (first) *message.mutable_digest() = digest;
+      first = false;
+      message.set_data(bytes.substr(offset, chunk));
+      offset += chunk;
+      if (!writer->Write(message)) break;  // the server ended the stream
+    } while (offset < bytes.size());
+    writer->WritesDone();
+    grpc::Status status = writer->Finish();
+    if (!status.ok()) return ToAbsl(status);
+    return digest;
   }
 
   int64_t lookup_hits() const override { return lookup_hits_.load(); }
@@ -595,7 +589,7 @@ class ClientImpl final : public Client {
       const v1::LowerRequest& request, const CallOptions& call,
       const ProgressCallback* progress) {
     if (progress != nullptr) {
-      return CallWithRetries<v1::LowerRequest, v1::LowerResponse>(
+      return Call<v1::LowerRequest, v1::LowerResponse>(
           *channel_,
           [progress](v1::Compiler::Stub& stub, grpc::ClientContext* context,
                      const v1::LowerRequest& request,
@@ -605,7 +599,7 @@ class ClientImpl final : public Client {
           },
           request, call);
     }
-    return CallWithRetries<v1::LowerRequest, v1::LowerResponse>(
+    return Call<v1::LowerRequest, v1::LowerResponse>(
         *channel_,
         [](v1::Compiler::Stub& stub, grpc::ClientContext* context,
            const v1::LowerRequest& request, v1::LowerResponse* response) {
@@ -661,7 +655,7 @@ class ClientImpl final : public Client {
       const v1::VerifyRequest& request, const CallOptions& call,
       const ProgressCallback* progress) {
     if (progress != nullptr) {
-      return CallWithRetries<v1::VerifyRequest, v1::VerifyResponse>(
+      return Call<v1::VerifyRequest, v1::VerifyResponse>(
           *channel_,
           [progress](v1::Compiler::Stub& stub, grpc::ClientContext* context,
                      const v1::VerifyRequest& request,
@@ -671,7 +665,7 @@ class ClientImpl final : public Client {
           },
           request, call);
     }
-    return CallWithRetries<v1::VerifyRequest, v1::VerifyResponse>(
+    return Call<v1::VerifyRequest, v1::VerifyResponse>(
         *channel_,
         [](v1::Compiler::Stub& stub, grpc::ClientContext* context,
            const v1::VerifyRequest& request, v1::VerifyResponse* response) {
@@ -683,8 +677,7 @@ class ClientImpl final : public Client {
  public:
   absl::StatusOr<v1::GetCapabilitiesResponse> GetCapabilities(
       const CallOptions& call) override {
-    return CallWithRetries<v1::GetCapabilitiesRequest,
-                           v1::GetCapabilitiesResponse>(
+    return Call<v1::GetCapabilitiesRequest, v1::GetCapabilitiesResponse>(
         *channel_,
         [](v1::Compiler::Stub& stub, grpc::ClientContext* context,
            const v1::GetCapabilitiesRequest& request,
@@ -739,13 +732,13 @@ class ClientImpl final : public Client {
     grpc::health::v1::HealthCheckRequest request;
     request.set_service(service);
     grpc::health::v1::HealthCheckResponse response;
-    ++channel_->attempts;
+    ++channel_->calls;
     grpc::Status status = channel_->health->Check(&context, request, &response);
     if (!status.ok()) return ToAbsl(status);
     return response.status() == grpc::health::v1::HealthCheckResponse::SERVING;
   }
 
-  int64_t attempts() const override { return channel_->attempts.load(); }
+  int64_t attempts() const override { return channel_->calls.load(); }
 
  private:
   template <typename Request, typename Response>
@@ -757,7 +750,7 @@ class ClientImpl final : public Client {
         channel_.get(), std::move(method), std::move(request), std::move(done),
         call);
     channel_->pending.Add(state);
-    state->StartAttempt();
+    state->Start();
     return state;
   }
 
@@ -774,12 +767,18 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
   if (options.target.empty()) {
     return absl::InvalidArgumentError("ClientOptions.target is empty");
   }
-  if (options.retry.max_attempts < 1 || options.retry.multiplier < 1.0 ||
-      options.retry.initial_backoff.count() < 0) {
+  const RetryOptions& retry = options.retry;
+  if ((retry.max_attempts &&
+       (*retry.max_attempts < 1 || *retry.max_attempts > 5)) ||
+      (retry.multiplier && *retry.multiplier < 1.0) ||
+      (retry.initial_backoff && retry.initial_backoff->count() <= 0) ||
+      (retry.max_backoff && retry.max_backoff->count() <= 0)) {
     return absl::InvalidArgumentError(
-        "ClientOptions.retry: max_attempts >= 1, multiplier >= 1 and a "
-        "non-negative backoff are required");
+        "ClientOptions.retry: max_attempts from 1 to 5 (gRPC's limit), "
+        "multiplier >= 1 and positive backoffs are required");
   }
+  absl::StatusOr<std::string> service_config = ServiceConfigJson(retry);
+  if (!service_config.ok()) return service_config.status();
   if (options.default_deadline.count() <= 0) {
     return absl::InvalidArgumentError(
         "ClientOptions.default_deadline must be positive");
@@ -833,6 +832,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
   grpc::ChannelArguments arguments;
   arguments.SetMaxReceiveMessageSize(options.max_message_bytes);
   arguments.SetMaxSendMessageSize(options.max_message_bytes);
+  arguments.SetServiceConfigJSON(*service_config);
   if (!tls.server_name_override.empty()) {
     arguments.SetSslTargetNameOverride(tls.server_name_override);
   }

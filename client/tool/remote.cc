@@ -4,9 +4,11 @@
 #include <utility>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "client/tool/status_report.h"
+#include "absl/strings/str_split.h"
 #include "client/tool/tool_common.h"
 #include "passes/pipeline.h"
 #include "passes/proto_io.h"
@@ -46,10 +48,45 @@ bool HasImportOrValidationError(const Diagnostics& diagnostics) {
   return false;
 }
 
+// Why `address` is not a --server address ("" when it is one): HOST:PORT
+// ([V6]:PORT), several separated by commas, dns:///NAME:PORT, or a gRPC
+// scheme with something after it (unix:/PATH, unix-abstract:, ipv4:, ipv6:).
+std::string ServerAddressProblem(const std::string& address) {
+  for (absl::string_view scheme :
+       {"dns:", "unix:", "unix-abstract:", "ipv4:", "ipv6:"}) {
+    if (absl::StartsWith(address, scheme)) {
+      return address.size() > scheme.size() ? "" : "nothing after the scheme";
+    }
+  }
+  for (absl::string_view entry : absl::StrSplit(address, ',')) {
+    const size_t colon = entry.rfind(':');
+    if (colon == absl::string_view::npos || colon == 0) {
+      return absl::StrCat("'", entry, "' is not HOST:PORT");
+    }
+    int port = 0;
+    if (!absl::SimpleAtoi(entry.substr(colon + 1), &port) || port < 1 ||
+        port > 65535) {
+      return absl::StrCat("'", entry.substr(colon + 1),
+                          "' is not a port number (1-65535)");
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 void AddRemoteFlags(CLI::App& app, RemoteOptions& remote) {
-  app.add_option("--server", remote.server);
+  app.add_option("--server", remote.server)
+      ->check(
+          [](const std::string& address) {
+            std::string problem = ServerAddressProblem(address);
+            if (problem.empty()) return problem;
+            return absl::StrCat(
+                "'", address, "': ", problem,
+                "; use HOST:PORT (several: HOST:PORT,HOST:PORT), "
+                "dns:///NAME:PORT or unix:/PATH");
+          },
+          "ADDR");
   app.add_flag("--tls", remote.tls);
   // Any TLS file implies --tls.
   for (auto [name, field] :

@@ -5,6 +5,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "client/tool/inputs_json.h"
 #include "ferry/file.h"
 #include "ferry/v1/program.pb.h"
 #include "google/protobuf/text_format.h"
@@ -49,8 +50,14 @@ bool LoadInputSet(const std::string& path, v1::InputSet* inputs) {
       ok = inputs->ParseFromString(bytes);
       break;
     case FileFormat::kJson:
-      ok = google::protobuf::util::JsonStringToMessage(bytes, inputs).ok();
-      break;
+      // Base64 data or readable numbers (client/tool/inputs_json.h).
+      if (absl::Status parsed = ParseInputsJson(path, bytes, inputs);
+          !parsed.ok()) {
+        std::fprintf(stderr, "ferry: %s\n",
+                     std::string(parsed.message()).c_str());
+        return false;
+      }
+      return true;
     case FileFormat::kText:
     case FileFormat::kUnknown:
       ok = google::protobuf::TextFormat::ParseFromString(bytes, inputs);

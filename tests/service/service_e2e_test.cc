@@ -1,6 +1,7 @@
 // End to end over loopback: every RPC, every request-level error with its
 // status code and details, the cache, concurrency, the async API, the
 // client's retries, metrics and request logs.
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -13,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "client/testing/synthetic_program.h"
 #include "ferry/client.h"
+#include "ferry/v1/compiler.grpc.pb.h"
 #include "ferry/version.h"
 #include "passes/pipeline.h"
 #include "passes/proto_io.h"
@@ -777,7 +779,9 @@ TEST(ServiceTest, FullQueueIsResourceExhaustedWithRetryInfo) {
   hooks.before_job = gate.Hook();
   auto server = StartServer(config, hooks);
   ASSERT_NE(server, nullptr);
-  auto client = Connect(server->address());
+  auto client = Connect(server->address(), [](ClientOptions& options) {
+    options.retry.max_attempts = 1;  // the refusal itself, not retried
+  });
 
   std::promise<absl::Status> running, queued;
   client->LowerAsync(TinyRequest(1), [&](absl::StatusOr<v1::LowerResponse> r) {
@@ -803,6 +807,47 @@ TEST(ServiceTest, FullQueueIsResourceExhaustedWithRetryInfo) {
   gate.Open();
   EXPECT_TRUE(running.get_future().get().ok());
   EXPECT_TRUE(queued.get_future().get().ok());
+}
+
+// QUEUE_FULL carries its RetryInfo delay as grpc-retry-pushback-ms too: gRPC
+// retries the call then, and it succeeds once the queue has room.
+TEST(ServiceTest, FullQueueIsRetriedAfterTheRetryInfoDelay) {
+  ServerConfig config = LoopbackConfig();
+  config.workers = 1;
+  config.queue_depth = 1;
+  JobGate gate;
+  ServerHooks hooks;
+  hooks.before_job = gate.Hook();
+  auto server = StartServer(config, hooks);
+  ASSERT_NE(server, nullptr);
+  auto client = Connect(server->address());
+
+  std::promise<absl::Status> running, queued, retried;
+  client->LowerAsync(TinyRequest(1), [&](absl::StatusOr<v1::LowerResponse> r) {
+    running.set_value(r.status());
+  });
+  ASSERT_TRUE(gate.WaitForArrivals(1));
+  client->LowerAsync(TinyRequest(2), [&](absl::StatusOr<v1::LowerResponse> r) {
+    queued.set_value(r.status());
+  });
+  ASSERT_TRUE(
+      Eventually([&] { return server->service().Gauges().queue_depth == 1; }));
+  client->LowerAsync(TinyRequest(3), [&](absl::StatusOr<v1::LowerResponse> r) {
+    retried.set_value(r.status());
+  });
+  // The first attempt of call 3 is refused (and counted) ...
+  ASSERT_TRUE(Eventually([&] {
+    return absl::StrContains(
+        server->RenderMetrics(),
+        "ferry_requests_total{method=\"Lower\",code=\"RESOURCE_EXHAUSTED\"}");
+  }));
+  // ... then the queue drains and a retry gets in.
+  gate.Open();
+  EXPECT_TRUE(running.get_future().get().ok());
+  EXPECT_TRUE(queued.get_future().get().ok());
+  absl::Status third = retried.get_future().get();
+  EXPECT_TRUE(third.ok()) << third;
+  EXPECT_EQ(client->attempts(), 3);
 }
 
 // Destroying a Client with a call in flight cancels it and returns only once
@@ -1084,6 +1129,45 @@ TEST(ServiceTest, AsyncApiDeliversEveryMethod) {
             absl::StatusCode::kResourceExhausted);
 }
 
+// A Compiler whose Lower always fails with `code` (and, when given, the
+// grpc-retry-pushback-ms trailer), counting the attempts that reach it:
+// gRPC's retries, which the client's attempts() does not see.
+class RefusingCompiler final : public v1::Compiler::Service {
+ public:
+  RefusingCompiler(grpc::StatusCode code, std::string pushback = "")
+      : code_(code), pushback_(std::move(pushback)) {}
+  grpc::Status Lower(grpc::ServerContext* context, const v1::LowerRequest*,
+                     v1::LowerResponse*) override {
+    ++attempts;
+    if (!pushback_.empty()) {
+      context->AddTrailingMetadata("grpc-retry-pushback-ms", pushback_);
+    }
+    return grpc::Status(code_, "refused by the test");
+  }
+  std::atomic<int> attempts{0};
+
+ private:
+  const grpc::StatusCode code_;
+  const std::string pushback_;
+};
+
+struct RefusingServer {
+  explicit RefusingServer(grpc::StatusCode code, std::string pushback = "")
+      : service(code, std::move(pushback)) {
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                             &port);
+    builder.RegisterService(&service);
+    server = builder.BuildAndStart();
+    address = absl::StrCat("127.0.0.1:", port);
+  }
+  ~RefusingServer() { server->Shutdown(); }
+  RefusingCompiler service;
+  std::unique_ptr<grpc::Server> server;
+  std::string address;
+};
+
 TEST(ServiceTest, ClientRetriesUnavailableUntilTheServerIsUp) {
   // Find a free port, then leave it closed while the client starts.
   std::string address;
@@ -1092,10 +1176,12 @@ TEST(ServiceTest, ClientRetriesUnavailableUntilTheServerIsUp) {
     ASSERT_NE(probe, nullptr);
     address = probe->address();
   }
+  // gRPC's retries (the service config): 5 attempts, 0.2 s doubling to 2 s,
+  // about 3 s in all, longer than gRPC's 1 s reconnect backoff.
   auto client = Connect(address, [](ClientOptions& options) {
-    options.retry.max_attempts = 20;
-    options.retry.initial_backoff = milliseconds(50);
-    options.retry.max_backoff = milliseconds(200);
+    options.retry.max_attempts = 5;
+    options.retry.initial_backoff = milliseconds(200);
+    options.retry.max_backoff = milliseconds(2000);
   });
   std::promise<absl::StatusOr<v1::LowerResponse>> sync_result;
   std::thread caller(
@@ -1105,7 +1191,7 @@ TEST(ServiceTest, ClientRetriesUnavailableUntilTheServerIsUp) {
       [&](absl::StatusOr<v1::GetCapabilitiesResponse> r) {
         async_result.set_value(std::move(r));
       });
-  ASSERT_TRUE(Eventually([&] { return client->attempts() >= 4; }));
+  ASSERT_TRUE(Eventually([&] { return client->attempts() >= 2; }));
 
   ServerConfig config = LoopbackConfig();
   config.listen = address;
@@ -1115,23 +1201,63 @@ TEST(ServiceTest, ClientRetriesUnavailableUntilTheServerIsUp) {
   caller.join();
   EXPECT_TRUE(lowered.ok()) << lowered.status();
   EXPECT_TRUE(async_result.get_future().get().ok());
-  EXPECT_GE(client->attempts(), 4);
+  EXPECT_EQ(client->attempts(), 2);  // calls; gRPC made the retries
 }
 
 TEST(ServiceTest, ClientGivesUpWhenRetriesRunOut) {
-  std::string address;
-  {
-    auto probe = StartServer(LoopbackConfig());
-    ASSERT_NE(probe, nullptr);
-    address = probe->address();
-  }
-  auto client = Connect(address, [](ClientOptions& options) {
+  RefusingServer refusing(grpc::StatusCode::UNAVAILABLE);
+  auto client = Connect(refusing.address, [](ClientOptions& options) {
     options.retry.max_attempts = 3;
     options.retry.initial_backoff = milliseconds(10);
   });
   absl::StatusOr<v1::LowerResponse> response = client->Lower(TinyRequest());
   EXPECT_EQ(response.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(client->attempts(), 3);
+  EXPECT_EQ(refusing.service.attempts.load(), 3);
+  EXPECT_EQ(client->attempts(), 1);
+}
+
+TEST(ServiceTest, DefaultRetryPolicyIsTheServiceConfig) {
+  // client/service_config.json: 4 attempts on UNAVAILABLE.
+  RefusingServer refusing(grpc::StatusCode::UNAVAILABLE);
+  auto client = Connect(refusing.address, [](ClientOptions& options) {
+    options.retry = RetryOptions{};  // nothing replaced
+  });
+  EXPECT_EQ(client->Lower(TinyRequest()).status().code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(refusing.service.attempts.load(), 4);
+}
+
+TEST(ServiceTest, RetriesFollowTheServersPushback) {
+  // RESOURCE_EXHAUSTED is retried when the server says when (ferryd: the
+  // RetryInfo delay), never when it says -1 (a limit).
+  {
+    RefusingServer refusing(grpc::StatusCode::RESOURCE_EXHAUSTED, "10");
+    auto client = Connect(refusing.address);
+    EXPECT_EQ(client->Lower(TinyRequest()).status().code(),
+              absl::StatusCode::kResourceExhausted);
+    EXPECT_EQ(refusing.service.attempts.load(), 4);
+  }
+  {
+    RefusingServer refusing(grpc::StatusCode::RESOURCE_EXHAUSTED, "-1");
+    auto client = Connect(refusing.address);
+    EXPECT_EQ(client->Lower(TinyRequest()).status().code(),
+              absl::StatusCode::kResourceExhausted);
+    EXPECT_EQ(refusing.service.attempts.load(), 1);
+  }
+}
+
+TEST(ServiceTest, RetryOptionsOutOfRangeAreRefused) {
+  for (auto tweak : std::vector<std::function<void(RetryOptions&)>>{
+           [](RetryOptions& r) { r.max_attempts = 0; },
+           [](RetryOptions& r) { r.max_attempts = 6; },
+           [](RetryOptions& r) { r.initial_backoff = milliseconds(0); },
+           [](RetryOptions& r) { r.multiplier = 0.5; }}) {
+    ClientOptions options;
+    options.target = "127.0.0.1:1";
+    tweak(options.retry);
+    EXPECT_EQ(Client::Create(options).status().code(),
+              absl::StatusCode::kInvalidArgument);
+  }
 }
 
 TEST(ServiceTest, MetricsEndpointServesPrometheusText) {

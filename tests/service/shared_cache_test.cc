@@ -325,7 +325,7 @@ TEST_F(SharedCacheTest, ReplicaKilledUnderLoadCostsNoIdempotentCall) {
       absl::StrCat(replicas_[0]->address(), ",", replicas_[1]->address(), ",",
                    replicas_[2]->address());
   std::unique_ptr<Client> client = Plain(all, [](ClientOptions& options) {
-    options.retry.max_attempts = 6;
+    options.retry.max_attempts = 5;  // gRPC's limit
     options.retry.initial_backoff = milliseconds(20);
     options.retry.max_backoff = milliseconds(200);
   });

@@ -3,11 +3,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <random>
 #include <string>
 
 #include "ferry/v1/program.pb.h"
+#include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 #include "passes/proto_io.h"
 #include "tests/support/files.h"
@@ -57,6 +59,8 @@ methods {
 TEST_F(ToolTest, CheckAcceptsEveryExample) {
   for (const auto& e :
        fs::directory_iterator(fs::path(FERRY_SOURCE_DIR) / "examples")) {
+    // The programs; *.inputs.json are InputSets for them.
+    if (e.path().extension() != ".textproto") continue;
     ToolRun r = Ferry("check " + e.path().string());
     EXPECT_EQ(r.exit_code, 0) << e.path() << "\n" << r.out;
   }
@@ -82,6 +86,89 @@ TEST_F(ToolTest, CheckNamesTheNodeAndTheProblemInTextAndJson) {
   ToolRun old_flag = Ferry("check --diagnostics-format=json " + file, false);
   EXPECT_EQ(old_flag.exit_code, 1);
   EXPECT_EQ(old_flag.out, json.out);
+}
+
+TEST_F(ToolTest, VerifyTakesReadableJsonInputsNestedOrFlat) {
+  const std::string program = Example("two_delegates.textproto");
+  // The shipped example: nested and flat numbers.
+  ToolRun shipped =
+      Ferry("verify --inputs " + Example("two_delegates.inputs.json") +
+            " --dump-outputs=" + (dir_ / "out.json").string() + " " + program);
+  EXPECT_EQ(shipped.exit_code, 0) << shipped.out;
+  // a = 1..16, b = c = 0.5 everywhere: the output is a + b + c = a + 1.
+  const std::string spec = R"("spec": {"dtype": "F32", "sizes": [4, 4]})";
+  auto value = [&](const std::string& input, const std::string& numbers) {
+    return R"({"method": "forward", "input": ")" + input + R"(", )" + spec +
+           R"(, "numbers": )" + numbers + "}";
+  };
+  std::string flat_halves = "[0.5";
+  for (int i = 1; i < 16; ++i) flat_halves += ", 0.5";
+  flat_halves += "]";
+  const std::string inputs =
+      Write("in.json", R"({"values": [)" +
+                           value("a",
+                                 "[[1,2,3,4],[5,6,7,8],[9,10,11,12],[13,14,15,"
+                                 "16]]") +
+                           ", " + value("b", flat_halves) + ", " +
+                           value("c", flat_halves) + "]}");
+  const std::string out = (dir_ / "out.textproto").string();
+  ToolRun run = Ferry("verify --inputs " + inputs + " --dump-outputs=" + out +
+                      " " + program);
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  v1::InputSet outputs;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      testing_util::ReadFile(out), &outputs));
+  ASSERT_EQ(outputs.values_size(), 1);
+  const std::string& data = outputs.values(0).data();
+  ASSERT_EQ(data.size(), 16 * sizeof(float));
+  for (int i = 0; i < 16; ++i) {
+    float element = 0;
+    std::memcpy(&element, data.data() + i * sizeof(float), sizeof(float));
+    EXPECT_EQ(element, static_cast<float>(i + 2)) << "element " << i;
+  }
+}
+
+TEST_F(ToolTest, BadJsonInputsAreUsageErrorsNamingTheInput) {
+  const std::string program = Example("two_delegates.textproto");
+  const std::string head =
+      R"({"values": [{"method": "forward", "input": "a", "spec": {"dtype": ")";
+  struct Case {
+    std::string json, says;
+  };
+  for (const Case& c : std::vector<Case>{
+           {head + R"(F32", "sizes": [4, 4]}, "numbers": [1, 2]}]})",
+            "2 numbers for sizes [4,4] (16 elements)"},
+           {head + R"(F32", "sizes": [4, 4]}, "numbers": [[1, 2], [3, 4]]}]})",
+            "dimension 0 has 2 entries"},
+           {head + R"(I64", "sizes": [2]}, "numbers": [1.5, 2]}]})",
+            "not a whole number"},
+           {head + R"(F32", "sizes": [2]}, "numbers": ["x", 2]}]})",
+            "not a number"},
+           {head + R"(F32", "sizes": [1000000, 1000000]}, "numbers": []}]})",
+            "over 16777216 elements"},
+           {R"({"values": [1]})", "values[0]: not a JSON object"},
+           {R"([1, 2])", "not a JSON object"},
+           {R"({"values": [{"nonsense": 1}]})", "not a ferry.v1.InputValue"}}) {
+    ToolRun r =
+        Ferry("verify --inputs " + Write("bad.json", c.json) + " " + program);
+    EXPECT_EQ(r.exit_code, 2) << c.json << "\n" << r.out;
+    EXPECT_NE(r.out.find(c.says), std::string::npos) << c.json << "\n" << r.out;
+    EXPECT_NE(r.out.find("bad.json"), std::string::npos) << r.out;
+  }
+}
+
+TEST_F(ToolTest, ServerAddressesAreValidated) {
+  const std::string program = Example("two_delegates.textproto");
+  for (const char* bad : {"127.0.0.1:PORT", "127.0.0.1", "127.0.0.1:0",
+                          "127.0.0.1:70000", ":50051", "unix:", "a:1,b"}) {
+    ToolRun r = Ferry(std::string("lower --server '") + bad + "' " + program);
+    EXPECT_EQ(r.exit_code, 2) << bad << "\n" << r.out;
+    EXPECT_NE(r.out.find("HOST:PORT"), std::string::npos) << r.out;
+  }
+  // Well-formed but nothing listens: the call fails (exit 1), not usage.
+  ToolRun unreachable =
+      Ferry("lower --deadline 5 --server 127.0.0.1:1 " + program);
+  EXPECT_EQ(unreachable.exit_code, 1) << unreachable.out;
 }
 
 TEST_F(ToolTest, GarbageEmptyAndTruncatedInputIsExitTwoNeverACrash) {

@@ -17,9 +17,10 @@
 // body.
 //
 // Calls carry a deadline (ClientOptions::default_deadline unless the call
-// sets one). Every call is idempotent, so one that fails with UNAVAILABLE
-// (server unreachable, restarting or draining) is retried with exponential
-// backoff within its deadline; no other status is retried. A Client is
+// sets one). Every call is idempotent, so gRPC retries one that fails with
+// UNAVAILABLE (server unreachable, restarting or draining) or with a
+// RESOURCE_EXHAUSTED the server says to retry, within its deadline
+// (RetryOptions); no other status is retried. A Client is
 // thread-safe; async callbacks run on gRPC threads and must not block.
 //
 // The synchronous Lower asks before it sends a large program to a server
@@ -66,12 +67,21 @@ struct TlsOptions {
   std::string server_name_override;
 };
 
+// gRPC's retry policy (the channel's service config), applied by gRPC to
+// every ferry.v1.Compiler call that fails with UNAVAILABLE or
+// RESOURCE_EXHAUSTED, after a random pause of up to the current backoff
+// (gRFC A6), or after the server's grpc-retry-pushback-ms (ferryd sends its
+// RetryInfo delay there, and -1, "do not retry", with RESOURCE_EXHAUSTED that
+// waiting does not cure). The defaults are share/ferry/service_config.json
+// (compiled in from client/service_config.json); a field set here replaces
+// its value.
 struct RetryOptions {
-  // Attempts in all, the first one included; 1 disables retries.
-  int max_attempts = 4;
-  std::chrono::milliseconds initial_backoff{100};
-  std::chrono::milliseconds max_backoff{2000};
-  double multiplier = 2.0;
+  // Attempts in all, the first one included; 1 disables retries. At most 5
+  // (gRPC's limit).
+  std::optional<int> max_attempts;
+  std::optional<std::chrono::milliseconds> initial_backoff;
+  std::optional<std::chrono::milliseconds> max_backoff;
+  std::optional<double> multiplier;
 };
 
 struct ClientOptions {
@@ -194,7 +204,9 @@ class Client {
   virtual absl::StatusOr<bool> CheckHealth(const std::string& service,
                                            const CallOptions& call = {}) = 0;
 
-  // Attempts made by the calls of this client so far (retries included).
+  // Calls this client has started so far. gRPC's retries inside a call are
+  // not counted here (the server sees each, the retries with
+  // grpc-previous-rpc-attempts).
   virtual int64_t attempts() const = 0;
   // Lower calls answered by Lookup, without sending the program.
   virtual int64_t lookup_hits() const = 0;

@@ -6,16 +6,19 @@ Python counterpart of client/include/ferry/client.h.
     response = client.verify(request, device="sim")  # VerifyResponse
 
 Calls carry a deadline (``deadline`` seconds unless the call sets one) and
-are retried with exponential backoff on UNAVAILABLE within it (Lower, Verify
-and GetCapabilities are idempotent). A request the server refuses raises
+gRPC retries them within it on UNAVAILABLE and RESOURCE_EXHAUSTED, as the
+service config of the C++ client says (share/ferry/service_config.json,
+client/service_config.json in the tree; Lower, Verify and GetCapabilities are
+idempotent). A request the server refuses raises
 :class:`ClientError` with the gRPC code and the server's google.rpc details;
 a program that does not compile is an ordinary response with ``ok`` false.
 """
 
 import hashlib
-import random
+import json
+import os
 import struct
-import time
+import sys
 
 from ferry import FerryError
 from ferry.proto import program_pb2, compiler_pb2
@@ -49,6 +52,43 @@ _DEVICES = {
     "sim": compiler_pb2.VERIFY_DEVICE_SIM,
     "cuda": compiler_pb2.VERIFY_DEVICE_CUDA,
 }
+
+
+def service_config_path():
+    """The service config the C++ client compiles in: $FERRY_SERVICE_CONFIG,
+    else client/service_config.json of the source tree this package is in,
+    else PREFIX/share/ferry/service_config.json of an install."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    candidates = [os.environ.get("FERRY_SERVICE_CONFIG"),
+                  os.path.join(here, "..", "..", "service_config.json")]
+    candidates += [os.path.join(prefix, "share", "ferry", "service_config.json")
+                   for prefix in (sys.prefix, "/usr/local", "/usr")]
+    for path in candidates:
+        if path and os.path.isfile(path):
+            return path
+    raise FerryError("service_config.json (the retry policy) not found: set "
+                     "FERRY_SERVICE_CONFIG to share/ferry/service_config.json "
+                     "of a Ferry install", exit_code=2)
+
+
+def service_config_json(max_attempts=None, initial_backoff=None,
+                        max_backoff=None):
+    """The service config as JSON, with the retry fields given replaced
+    (max_attempts 1: no retry policy)."""
+    with open(service_config_path(), encoding="utf-8") as f:
+        config = json.load(f)
+    for method in config.get("methodConfig", []):
+        if max_attempts == 1:
+            method.pop("retryPolicy", None)
+            continue
+        policy = method.setdefault("retryPolicy", {})
+        if max_attempts is not None:
+            policy["maxAttempts"] = int(max_attempts)
+        if initial_backoff is not None:
+            policy["initialBackoff"] = f"{float(initial_backoff):.3f}s"
+        if max_backoff is not None:
+            policy["maxBackoff"] = f"{float(max_backoff):.3f}s"
+    return json.dumps(config)
 
 
 class ClientError(FerryError):
@@ -151,7 +191,10 @@ class Client:
     token / token_file: sent as "authorization: Bearer TOKEN".
     deadline: seconds, for calls that set none. max_message_bytes: largest
     message sent or received. metadata: (key, value) pairs sent on every
-    call. max_attempts: attempts per call on UNAVAILABLE (1: no retries).
+    call. max_attempts (at most 5, gRPC's limit; 1: no retries),
+    initial_backoff, max_backoff (seconds): replace the service config's
+    retry policy fields when given. attempts: calls started (gRPC's retries
+    inside a call are not counted).
     """
 
     def __init__(self,
@@ -167,9 +210,9 @@ class Client:
                  deadline=60.0,
                  max_message_bytes=256 << 20,
                  metadata=(),
-                 max_attempts=4,
-                 initial_backoff=0.1,
-                 max_backoff=2.0):
+                 max_attempts=None,
+                 initial_backoff=None,
+                 max_backoff=None):
         if not address:
             raise FerryError("Client: an address (HOST:PORT) is needed",
                              exit_code=2)
@@ -182,15 +225,13 @@ class Client:
             if not token:
                 raise FerryError(f"token file '{token_file}' is empty",
                                  exit_code=2)
-        if deadline is None or deadline <= 0 or max_attempts < 1:
-            raise FerryError("Client: deadline > 0 and max_attempts >= 1",
-                             exit_code=2)
+        if deadline is None or deadline <= 0 or (
+                max_attempts is not None and not 1 <= max_attempts <= 5):
+            raise FerryError("Client: deadline > 0 and max_attempts from 1 "
+                             "to 5", exit_code=2)
         self.address = address
         self.deadline = float(deadline)
         self.max_message_bytes = int(max_message_bytes)
-        self.max_attempts = int(max_attempts)
-        self.initial_backoff = initial_backoff
-        self.max_backoff = max_backoff
         self.attempts = 0
         self._metadata = list(metadata) + [("x-ferry-client", "ferry-python")]
         if token:
@@ -198,6 +239,9 @@ class Client:
         options = [
             ("grpc.max_send_message_length", self.max_message_bytes),
             ("grpc.max_receive_message_length", self.max_message_bytes),
+            ("grpc.enable_retries", 1),
+            ("grpc.service_config",
+             service_config_json(max_attempts, initial_backoff, max_backoff)),
         ]
         if server_name:
             options.append(("grpc.ssl_target_name_override", server_name))
@@ -311,38 +355,21 @@ class Client:
             metadata.append(("x-request-id", request_id))
         if bypass_cache:
             metadata.append(("ferry-cache", "bypass"))
-        budget = self.deadline if deadline is None else float(deadline)
-        end = time.monotonic() + budget
-        attempt = 0
-        while True:
-            attempt += 1
-            self.attempts += 1
-            left = end - time.monotonic()
-            if left <= 0:
-                raise ClientError(grpc.StatusCode.DEADLINE_EXCEEDED,
-                                  f"{self.address}: deadline of {budget}s "
-                                  "exceeded")
-            try:
-                return method(request, timeout=left, metadata=metadata)
-            except grpc.RpcError as e:
-                code = e.code()
-                if code == grpc.StatusCode.UNAVAILABLE and (
-                        attempt < self.max_attempts):
-                    backoff = min(
-                        self.initial_backoff * 2**(attempt - 1),
-                        self.max_backoff) * random.uniform(0.8, 1.2)
-                    if time.monotonic() + backoff < end:
-                        time.sleep(backoff)
-                        continue
-                details = _unpack_details(e)
-                message = e.details() or ""
-                too_large = any(
-                    type(d).__name__ == "QuotaFailure" and any(
-                        v.subject == "request_bytes" for v in d.violations)
-                    for d in details) or "larger than max" in message
-                if code == grpc.StatusCode.RESOURCE_EXHAUSTED and too_large:
-                    message += (" (the request is over the server's message "
-                                "limit: export with --no-weights, or lower "
-                                "and verify in process, without --server)")
-                raise ClientError(code, f"{self.address}: {message}",
-                                  details) from None
+        timeout = self.deadline if deadline is None else float(deadline)
+        self.attempts += 1
+        try:
+            return method(request, timeout=timeout, metadata=metadata)
+        except grpc.RpcError as e:
+            code = e.code()
+            details = _unpack_details(e)
+            message = e.details() or ""
+            too_large = any(
+                type(d).__name__ == "QuotaFailure" and any(
+                    v.subject == "request_bytes" for v in d.violations)
+                for d in details) or "larger than max" in message
+            if code == grpc.StatusCode.RESOURCE_EXHAUSTED and too_large:
+                message += (" (the request is over the server's message "
+                            "limit: export with --no-weights, or lower "
+                            "and verify in process, without --server)")
+            raise ClientError(code, f"{self.address}: {message}",
+                              details) from None
