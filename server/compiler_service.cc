@@ -192,7 +192,7 @@ class CompilerService::Call {
         context_(context),
         method_(method),
         type_(absl::EndsWith(method, "Stream") ? RpcType::kServerStream
-                                                : RpcType::kUnary),
+                                               : RpcType::kUnary),
         arrival_(Clock::now()),
         cancel_(&service.drain_token_) {
     std::string id = Metadata(*context, kRequestIdHeader);

@@ -14,7 +14,9 @@ std::vector<prometheus::MetricFamily> GpuCollector::Collect() const {
                     MetricType::Gauge,
                     {}};
   MetricFamily total{"ferry_gpu_memory_total_bytes",
-                     "GPU memory, in bytes.", MetricType::Gauge, {}};
+                     "GPU memory, in bytes.",
+                     MetricType::Gauge,
+                     {}};
   MetricFamily utilization{
       "ferry_gpu_utilization_ratio",
       "Fraction of the driver's last sample period a kernel ran on the GPU.",

@@ -116,9 +116,8 @@ std::vector<MetricFamily> ProcessCollector::Collect() const {
   }
   if (rlimit limit{}; getrlimit(RLIMIT_NOFILE, &limit) == 0 &&
                       limit.rlim_cur != RLIM_INFINITY) {
-    Add(families, "process_max_fds",
-        "Maximum number of open file descriptors.", MetricType::Gauge,
-        static_cast<double>(limit.rlim_cur));
+    Add(families, "process_max_fds", "Maximum number of open file descriptors.",
+        MetricType::Gauge, static_cast<double>(limit.rlim_cur));
   }
   return families;
 }

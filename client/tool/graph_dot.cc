@@ -60,8 +60,7 @@ std::string ShortOp(std::string_view op) {
 
 std::string SpecText(const TensorSpec& spec) {
   return absl::StrCat(std::string(DTypeName(spec.dtype)), "[",
-                      absl::StrJoin(spec.sizes, ","),
-                      "]");
+                      absl::StrJoin(spec.sizes, ","), "]");
 }
 
 // "conv ×3, relu ×2, ..." for the calls of `nodes`, most frequent first.
@@ -70,8 +69,9 @@ std::string TopOps(const std::vector<const Node*>& nodes, int shown) {
   for (const Node* node : nodes)
     if (node->kind == NodeKind::kCall) ++count[ShortOp(node->target)];
   std::vector<std::pair<std::string, int>> ops(count.begin(), count.end());
-  std::stable_sort(ops.begin(), ops.end(),
-                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::stable_sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) {
+    return a.second > b.second;
+  });
   std::vector<std::string> parts;
   for (size_t i = 0; i < ops.size() && static_cast<int>(i) < shown; ++i)
     parts.push_back(absl::StrCat(ops[i].first, " x", ops[i].second));
@@ -98,8 +98,8 @@ std::string InputKindLabel(InputKind kind) {
 }
 
 std::string CopyLabel(const CopyInfo& copy) {
-  return absl::StrCat(copy.h2d ? "H2D " : "D2H ", copy.at_load ? "at load " : "",
-                      Bytes(copy.bytes));
+  return absl::StrCat(copy.h2d ? "H2D " : "D2H ",
+                      copy.at_load ? "at load " : "", Bytes(copy.bytes));
 }
 
 // Per node, the nodes that read it, in node order.
@@ -160,24 +160,25 @@ class DotWriter {
         delegates[placement_.device[i]].push_back(i);
         continue;
       }
-      if (placement_.delegate_of[i] >= 0) continue;  // in its delegate's cluster
+      if (placement_.delegate_of[i] >= 0)
+        continue;  // in its delegate's cluster
       absl::StrAppend(&out, "  ", NodeStatement(i), "\n");
     }
     for (const auto& [device, nodes] : delegates) {
-      absl::StrAppend(&out, "  subgraph ",
-                      Quote(absl::StrCat("cluster_device:", prefix_,
-                                         DeviceKey(device))),
-                      " {\n    label=",
-                      Quote(absl::StrCat(device.ToString(), " (", nodes.size(),
-                                         nodes.size() == 1 ? " delegate)"
-                                                           : " delegates)")),
-                      "; style=\"rounded,bold\"; color=\"#555555\";\n");
+      absl::StrAppend(
+          &out, "  subgraph ",
+          Quote(absl::StrCat("cluster_device:", prefix_, DeviceKey(device))),
+          " {\n    label=",
+          Quote(absl::StrCat(device.ToString(), " (", nodes.size(),
+                             nodes.size() == 1 ? " delegate)" : " delegates)")),
+          "; style=\"rounded,bold\"; color=\"#555555\";\n");
       for (int32_t d : nodes) {
-        absl::StrAppend(&out, "    subgraph ",
-                        Quote(absl::StrCat("cluster_delegate:", prefix_,
-                                           method_.nodes[d].name)),
-                        " {\n      label=\"\"; style=dashed; color=\"#999999\";\n",
-                        "      ", NodeStatement(d), "\n");
+        absl::StrAppend(
+            &out, "    subgraph ",
+            Quote(absl::StrCat("cluster_delegate:", prefix_,
+                               method_.nodes[d].name)),
+            " {\n      label=\"\"; style=dashed; color=\"#999999\";\n",
+            "      ", NodeStatement(d), "\n");
         for (int32_t r : readers_[d])
           if (placement_.delegate_of[r] == d)
             absl::StrAppend(&out, "      ", NodeStatement(r), "\n");
@@ -193,7 +194,8 @@ class DotWriter {
       // draws it next to where it is read.
       if (IsProgramDataNode(method_.nodes[i]) && !readers_[i].empty()) {
         int32_t anchor = readers_[i].front() - 1;
-        while (anchor >= 0 && (anchor == i || IsProgramDataNode(method_.nodes[anchor])))
+        while (anchor >= 0 &&
+               (anchor == i || IsProgramDataNode(method_.nodes[anchor])))
           --anchor;
         if (anchor >= 0)
           absl::StrAppend(&out, "  ", Id(anchor), " -> ", Id(i),
@@ -204,8 +206,8 @@ class DotWriter {
         absl::StrAppend(
             &out, "  ", Id(w), " -> ", Id(i), " [id=",
             Quote(absl::StrCat("forced:", prefix_, method_.nodes[i].name)),
-            ", class=\"forced\", style=dashed, color=\"",
-            kForcedColor, "\", fontcolor=\"", kForcedColor,
+            ", class=\"forced\", style=dashed, color=\"", kForcedColor,
+            "\", fontcolor=\"", kForcedColor,
             "\", label=\"forces a fresh copy\"];\n");
       }
     }
@@ -244,8 +246,8 @@ class DotWriter {
         if (const LoweredModule* m = index_.FindModule(node.target)) {
           std::vector<const Node*> inner;
           for (const Node& n : m->graph.nodes) inner.push_back(&n);
-          blocks[b].label.push_back(
-              absl::StrCat(m->graph.nodes.size(), " nodes: ", TopOps(inner, 3)));
+          blocks[b].label.push_back(absl::StrCat(m->graph.nodes.size(),
+                                                 " nodes: ", TopOps(inner, 3)));
         }
         run = -1;
       } else if (placement_.delegate_of[i] >= 0) {
@@ -303,7 +305,8 @@ class DotWriter {
           // An H2D reading this copy (a D2H) draws its own edge from
           // the same origin.
           if (placement_.copy[r] && c.h2d)
-            pending.insert(pending.end(), readers_[r].begin(), readers_[r].end());
+            pending.insert(pending.end(), readers_[r].begin(),
+                           readers_[r].end());
           else if (!placement_.copy[r])
             to.insert(block[r]);
         }
@@ -327,21 +330,20 @@ class DotWriter {
         clustered[*blocks[b].cluster].push_back(b);
         continue;
       }
-      absl::StrAppend(&out, "  ", BlockStatement(blocks[b].id, blocks[b].label,
-                                                 Device::Cpu(),
-                                                 blocks[b].forcing_writes),
+      absl::StrAppend(&out, "  ",
+                      BlockStatement(blocks[b].id, blocks[b].label,
+                                     Device::Cpu(), blocks[b].forcing_writes),
                       "\n");
     }
     for (const auto& [device, members] : clustered) {
-      absl::StrAppend(&out, "  subgraph ",
-                      Quote(absl::StrCat("cluster_device:", prefix_,
-                                         DeviceKey(device))),
-                      " {\n    label=",
-                      Quote(absl::StrCat(device.ToString(), " (",
-                                         members.size(),
-                                         members.size() == 1 ? " delegate)"
-                                                             : " delegates)")),
-                      "; style=\"rounded,bold\"; color=\"#555555\";\n");
+      absl::StrAppend(
+          &out, "  subgraph ",
+          Quote(absl::StrCat("cluster_device:", prefix_, DeviceKey(device))),
+          " {\n    label=",
+          Quote(
+              absl::StrCat(device.ToString(), " (", members.size(),
+                           members.size() == 1 ? " delegate)" : " delegates)")),
+          "; style=\"rounded,bold\"; color=\"#555555\";\n");
       for (int32_t b : members)
         absl::StrAppend(&out, "    ",
                         BlockStatement(blocks[b].id, blocks[b].label, device,
@@ -354,9 +356,10 @@ class DotWriter {
                       Quote(blocks[to].id), ";\n");
     for (const auto& [key, e] : copies) {
       const auto& [from, to, h2d] = key;
-      std::string label =
-          absl::StrCat(h2d ? "H2D" : "D2H", " x", e.count, ", ", Bytes(e.bytes));
-      if (e.forced) absl::StrAppend(&label, "\n", e.forced, " forced by host writes");
+      std::string label = absl::StrCat(h2d ? "H2D" : "D2H", " x", e.count, ", ",
+                                       Bytes(e.bytes));
+      if (e.forced)
+        absl::StrAppend(&label, "\n", e.forced, " forced by host writes");
       absl::StrAppend(&out, "  ", Quote(blocks[from].id), " -> ",
                       Quote(blocks[to].id), " [id=",
                       Quote(absl::StrCat("copies:", blocks[from].id, "->",
@@ -398,8 +401,8 @@ class DotWriter {
     std::string extra;
     switch (node.kind) {
       case NodeKind::kInput:
-        label.push_back(absl::StrCat(InputKindLabel(node.input_kind), " ",
-                                     spec_text));
+        label.push_back(
+            absl::StrCat(InputKindLabel(node.input_kind), " ", spec_text));
         shape = "invhouse";
         break;
       case NodeKind::kConstant:
@@ -408,10 +411,10 @@ class DotWriter {
         break;
       case NodeKind::kCall:
         if (const std::optional<CopyInfo>& copy = placement_.copy[i]) {
-          label.push_back(absl::StrCat(copy->h2d ? "H2D to " : "D2H from ",
-                                       copy->h2d ? placement_.device[i].ToString()
-                                                 : placement_.device[copy->source]
-                                                       .ToString()));
+          label.push_back(absl::StrCat(
+              copy->h2d ? "H2D to " : "D2H from ",
+              copy->h2d ? placement_.device[i].ToString()
+                        : placement_.device[copy->source].ToString()));
           shape = "cds";
           absl::StrAppend(&extra, ", class=\"copy-node\"");
         } else {
@@ -423,8 +426,8 @@ class DotWriter {
         if (const LoweredModule* m = index_.FindModule(node.target)) {
           std::vector<const Node*> inner;
           for (const Node& n : m->graph.nodes) inner.push_back(&n);
-          label.push_back(absl::StrCat(m->backend, ", ", m->graph.nodes.size(),
-                                       " nodes"));
+          label.push_back(
+              absl::StrCat(m->backend, ", ", m->graph.nodes.size(), " nodes"));
           label.push_back(TopOps(inner, 3));
         }
         shape = "box3d";
@@ -470,8 +473,8 @@ class DotWriter {
     }
     const char* color = copy->h2d ? kH2DColor : kD2HColor;
     return absl::StrCat(
-        Id(from), " -> ", Id(to), " [id=",
-        Quote(absl::StrCat("copy:", prefix_, method_.nodes[to].name)),
+        Id(from), " -> ", Id(to),
+        " [id=", Quote(absl::StrCat("copy:", prefix_, method_.nodes[to].name)),
         ", class=", copy->h2d ? "\"copy h2d\"" : "\"copy d2h\"",
         ", penwidth=3, color=\"", color, "\", fontcolor=\"", color,
         "\", label=", Lines(label), style, "];");
@@ -559,8 +562,8 @@ MethodPlacement PlacementOf(const Program& program, const Method& method) {
       copy.source = source.node;
       if (d2h) {
         // A fresh host storage, coherent with the device it came from.
-        const Device from = method.Spec(source) ? method.Spec(source)->device
-                                                : Device::Cpu();
+        const Device from =
+            method.Spec(source) ? method.Spec(source)->device : Device::Cpu();
         valid[roots.RootOfNode(i)] = {Device::Cpu(), from};
       } else {
         const ValueId root = roots.RootOf(source);
@@ -625,14 +628,13 @@ std::string PlacementDot(const Program& program, const GraphOptions& options) {
       body += drawn;
     }
   }
-  std::string title = several || program.methods.empty()
-                          ? std::string("placement")
-                          : absl::StrCat("placement of ",
-                                         program.methods[0].name,
-                                         any_summary ? " (summary)" : "");
+  std::string title =
+      several || program.methods.empty()
+          ? std::string("placement")
+          : absl::StrCat("placement of ", program.methods[0].name,
+                         any_summary ? " (summary)" : "");
   return absl::StrCat(
-      "digraph placement {\n  label=", Quote(title),
-      "; labelloc=t; ",
+      "digraph placement {\n  label=", Quote(title), "; labelloc=t; ",
       most_delegates <= kNewrankDelegates ? "newrank=true; " : "",
       "rankdir=TB; ranksep=0.35; nodesep=0.25; "
       "fontname=\"Helvetica\";\n"
@@ -645,7 +647,8 @@ std::string PlacementDot(const Program& program, const GraphOptions& options) {
 std::string PlacementSummary(const Program& program) {
   const ProgramIndex index(program);
   std::string out = absl::StrCat(
-      program.methods.size(), program.methods.size() == 1 ? " method, " : " methods, ",
+      program.methods.size(),
+      program.methods.size() == 1 ? " method, " : " methods, ",
       program.modules.size(),
       program.modules.size() == 1 ? " lowered module, " : " lowered modules, ",
       program.constants.size(),
@@ -686,12 +689,13 @@ std::string PlacementSummary(const Program& program) {
     absl::StrAppend(&out, "method ", method.name, ": ", method.nodes.size(),
                     " nodes (", per_device(nodes), ")\n");
     absl::StrAppend(&out, "  delegates: ", total_delegates);
-    if (total_delegates) absl::StrAppend(&out, " (", per_device(delegates), ")");
+    if (total_delegates)
+      absl::StrAppend(&out, " (", per_device(delegates), ")");
     absl::StrAppend(&out, "\n  copies per call: ", h2d, " H2D (", h2d_bytes,
                     " B), ", d2h, " D2H (", d2h_bytes, " B)");
     if (at_load) absl::StrAppend(&out, "; ", at_load, " at load");
-    absl::StrAppend(&out, "\n  fresh copies forced by host writes: ",
-                    forced.size());
+    absl::StrAppend(&out,
+                    "\n  fresh copies forced by host writes: ", forced.size());
     if (!forced.empty()) {
       constexpr size_t kNamed = 5;
       const size_t named = std::min(forced.size(), kNamed);

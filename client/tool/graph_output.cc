@@ -59,8 +59,8 @@ absl::Status RunDot(const std::string& format, const std::string& in,
   if (spawned != 0)
     return absl::InternalError(
         absl::StrCat("cannot run 'dot': ", std::strerror(spawned)));
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::seconds(kDotTimeoutSeconds);
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::seconds(kDotTimeoutSeconds);
   int status = 0;
   for (;;) {
     const pid_t done = waitpid(pid, &status, WNOHANG);
@@ -94,9 +94,8 @@ absl::Status Draw(const std::string& dot_text, const std::string& format,
   if (fd < 0)
     return absl::InternalError(
         absl::StrCat("cannot create a temporary file: ", std::strerror(errno)));
-  const bool written =
-      write(fd, dot_text.data(), dot_text.size()) ==
-      static_cast<ssize_t>(dot_text.size());
+  const bool written = write(fd, dot_text.data(), dot_text.size()) ==
+                       static_cast<ssize_t>(dot_text.size());
   close(fd);
   const std::string partial = path + ".partial";
   absl::Status status =
@@ -108,8 +107,8 @@ absl::Status Draw(const std::string& dot_text, const std::string& format,
     std::error_code error;
     std::filesystem::rename(partial, path, error);
     if (error)
-      status = absl::InternalError(
-          absl::StrCat("cannot write: ", error.message()));
+      status =
+          absl::InternalError(absl::StrCat("cannot write: ", error.message()));
   }
   if (!status.ok()) std::filesystem::remove(partial, ignored);
   return status;
@@ -144,7 +143,8 @@ int WriteGraph(const std::string& command, const GraphFlags& flags,
                const Program& lowered) {
   const std::string dot_text = PlacementDot(lowered, flags.options);
   const std::string format = GraphFormat(flags.path);
-  if (format == "dot") return WriteOutput(flags.path, dot_text) ? kExitOk : kExitUsage;
+  if (format == "dot")
+    return WriteOutput(flags.path, dot_text) ? kExitOk : kExitUsage;
   const absl::Status status = Draw(dot_text, format, flags.path);
   if (!status.ok()) {
     std::fprintf(stderr, "ferry %s: cannot draw %s: %s\n", command.c_str(),

@@ -7,8 +7,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "client/tool/status_report.h"
 #include "absl/strings/str_split.h"
+#include "client/tool/status_report.h"
 #include "client/tool/tool_common.h"
 #include "passes/pipeline.h"
 #include "passes/proto_io.h"
@@ -169,7 +169,7 @@ int RemoteLower(const RemoteOptions& remote, const v1::LowerRequest& request,
     }
   }
   PrintLowerReport(ReportOfResponse(response->ok(), response->diagnostics(),
-                                     response->stats()),
+                                    response->stats()),
                    file, report, timings);
   if (!response->ok()) return kExitErrors;
   return graph.enabled() ? WriteGraph("lower", graph, response->program())

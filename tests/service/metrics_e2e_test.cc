@@ -153,7 +153,7 @@ class MetricsE2eTest : public ::testing::Test {
 
 TEST_F(MetricsE2eTest, GrpcSeriesCountAKnownSequenceOfCallsExactly) {
   v1::LowerResponse first, second, failed;
-  ASSERT_TRUE(Lower(TinyRequest(), &first).ok());  // a miss
+  ASSERT_TRUE(Lower(TinyRequest(), &first).ok());   // a miss
   ASSERT_TRUE(Lower(TinyRequest(), &second).ok());  // a hit
   EXPECT_TRUE(second.cached());
   EXPECT_EQ(Scrape().Value("ferry_cache_hit_ratio"), 0.5);
@@ -246,15 +246,15 @@ TEST_F(MetricsE2eTest, UploadBlobIsAClientStreamWithItsMessagesCounted) {
 
   Exposition metrics = Scrape();
   const std::string type = "client_stream";
-  EXPECT_EQ(metrics.Value(Grpc("grpc_server_started_total", "UploadBlob", "",
-                               type)),
-            1);
-  EXPECT_EQ(metrics.Value(Grpc("grpc_server_msg_received_total", "UploadBlob",
-                               "", type)),
+  EXPECT_EQ(
+      metrics.Value(Grpc("grpc_server_started_total", "UploadBlob", "", type)),
+      1);
+  EXPECT_EQ(metrics.Value(
+                Grpc("grpc_server_msg_received_total", "UploadBlob", "", type)),
             2);
-  EXPECT_EQ(metrics.Value(Grpc("grpc_server_msg_sent_total", "UploadBlob", "",
-                               type)),
-            1);
+  EXPECT_EQ(
+      metrics.Value(Grpc("grpc_server_msg_sent_total", "UploadBlob", "", type)),
+      1);
   EXPECT_EQ(metrics.Value(Grpc("grpc_server_handled_total", "UploadBlob",
                                ",grpc_code=\"OK\"", type)),
             1);
@@ -270,9 +270,9 @@ TEST_F(MetricsE2eTest, LogLinesCarryLevelDigestAndTheCodesOfAFailedCompile) {
     v1::FindMissingBlobsRequest request;
     request.add_blob_digests()->set_hash("short");
     v1::FindMissingBlobsResponse response;
-    EXPECT_EQ(stub_->FindMissingBlobs(&context, request, &response)
-                  .error_code(),
-              grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_EQ(
+        stub_->FindMissingBlobs(&context, request, &response).error_code(),
+        grpc::StatusCode::INVALID_ARGUMENT);
   }
 
   std::vector<LogLine> lines = ParsedRpcLines(log_);

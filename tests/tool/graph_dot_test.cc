@@ -17,7 +17,8 @@ namespace {
 Program LowerText(const std::string& text) {
   v1::LowerRequest request;
   bool bare = false;
-  EXPECT_TRUE(ParseRequest(text, FileFormat::kText, "test", &request, &bare).ok());
+  EXPECT_TRUE(
+      ParseRequest(text, FileFormat::kText, "test", &request, &bare).ok());
   absl::StatusOr<LowerResult> result = Lower(request);
   EXPECT_TRUE(result.ok() && result->ok);
   return result.ok() ? result->program : Program{};
@@ -63,7 +64,8 @@ TEST(PlacementOf, HostReluForcesOneFreshCopy) {
   EXPECT_TRUE(p.forcing_write[IndexOf(method, "r")]);
   EXPECT_EQ(p.device[IndexOf(method, "delegate_d0")], Device::Cuda(0));
   EXPECT_EQ(p.device[IndexOf(method, "t_to_cpu")], Device::Cpu());
-  EXPECT_EQ(p.delegate_of[IndexOf(method, "t")], IndexOf(method, "delegate_d0"));
+  EXPECT_EQ(p.delegate_of[IndexOf(method, "t")],
+            IndexOf(method, "delegate_d0"));
 }
 
 // A write before the storage was ever on a device forces nothing: the copy
@@ -73,15 +75,33 @@ TEST(PlacementOf, WriteBeforeFirstDeviceCopyForcesNothing) {
     program {
       methods {
         name: "forward"
-        nodes { name: "x" input { kind: USER_INPUT } tensor { dtype: F32 sizes: 8 } }
-        nodes { name: "r" call { op: "aten::relu_" args { value: "x" } } tensor { dtype: F32 sizes: 8 } }
+        nodes {
+          name: "x"
+          input { kind: USER_INPUT }
+          tensor { dtype: F32 sizes: 8 }
+        }
+        nodes {
+          name: "r"
+          call {
+            op: "aten::relu_"
+            args { value: "x" }
+          }
+          tensor { dtype: F32 sizes: 8 }
+        }
         nodes {
           name: "u"
-          call { op: "aten::add.Tensor" args { value: "x" } args { value: "x" } }
+          call {
+            op: "aten::add.Tensor"
+            args { value: "x" }
+            args { value: "x" }
+          }
           tensor { dtype: F32 sizes: 8 }
           delegation_tag: "d0"
         }
-        nodes { name: "output" output { values { value: "u" } } }
+        nodes {
+          name: "output"
+          output { values { value: "u" } }
+        }
       }
     }
     options { partitioner { tag_targets { key: "d0" value: "cuda:0" } } }
@@ -136,8 +156,8 @@ TEST(PlacementDot, SummaryViewHasOneBoxPerDelegateAndHostRun) {
   // inputs, delegate_d0, the host run holding r, delegate_d1, output.
   for (const char* box :
        {"\"inputs\" [label=\"inputs\\n3 inputs\"",
-       "\"delegate:delegate_d0\" [label=", "\"host:0\" [label=\"host: 1 node",
-       "\"delegate:delegate_d1\" [label=", "\"output\" [label="})
+        "\"delegate:delegate_d0\" [label=", "\"host:0\" [label=\"host: 1 node",
+        "\"delegate:delegate_d1\" [label=", "\"output\" [label="})
     EXPECT_EQ(Count(dot, box), 1u) << box << "\n" << dot;
   EXPECT_EQ(Count(dot, "\"host:1\""), 0u);
   EXPECT_EQ(Count(dot, "shape=cds"), 0u);  // no copy nodes
