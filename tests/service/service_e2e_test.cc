@@ -839,7 +839,7 @@ TEST(ServiceTest, FullQueueIsRetriedAfterTheRetryInfoDelay) {
   ASSERT_TRUE(Eventually([&] {
     return absl::StrContains(
         server->RenderMetrics(),
-        "ferry_requests_total{method=\"Lower\",code=\"RESOURCE_EXHAUSTED\"}");
+        "ferry_requests_total{code=\"RESOURCE_EXHAUSTED\",method=\"Lower\"}");
   }));
   // ... then the queue drains and a retry gets in.
   gate.Open();

@@ -165,10 +165,10 @@ TEST_F(ToolTest, ServerAddressesAreValidated) {
     EXPECT_EQ(r.exit_code, 2) << bad << "\n" << r.out;
     EXPECT_NE(r.out.find("HOST:PORT"), std::string::npos) << r.out;
   }
-  // Well-formed but nothing listens: the call fails (exit 1), not usage.
+  // Well-formed but nothing listens: retry later (exit 4), not usage.
   ToolRun unreachable =
       Ferry("lower --deadline 5 --server 127.0.0.1:1 " + program);
-  EXPECT_EQ(unreachable.exit_code, 1) << unreachable.out;
+  EXPECT_EQ(unreachable.exit_code, 4) << unreachable.out;
 }
 
 TEST_F(ToolTest, GarbageEmptyAndTruncatedInputIsExitTwoNeverACrash) {
