@@ -155,6 +155,52 @@ BENCHMARK(BM_Pipeline)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
+// The floor under BM_Pipeline that no pass can lower: parse the same request
+// on an arena and serialize a program of the lowered program's size (the
+// lowered program, lowered once outside the loop, as a v1::Program), with no
+// import, passes or export. BM_Pipeline's time over this one is what Ferry's
+// own code costs.
+void BM_ProtobufFloor(benchmark::State& state) {
+  const v1::LowerRequest request = MakeProgram(state.range(0));
+  const int64_t nodes = request.program().methods(0).nodes_size();
+  std::string bytes;
+  request.SerializeToString(&bytes);
+  absl::StatusOr<LowerResult> lowered = Lower(request);
+  if (!lowered.ok() || !lowered->ok) {
+    state.SkipWithError("lowering failed");
+    return;
+  }
+  v1::Program lowered_proto;
+  ExportProgram(lowered->program, &lowered_proto);
+  for (auto _ : state) {
+    google::protobuf::Arena arena;
+    auto* parsed =
+        google::protobuf::Arena::CreateMessage<v1::LowerRequest>(&arena);
+    bool bare = false;
+    if (!ParseRequest(bytes, FileFormat::kBinary, "bench", parsed, &bare)
+             .ok()) {
+      state.SkipWithError("parse failed");
+      return;
+    }
+    benchmark::DoNotOptimize(
+        SerializeProgram(lowered_proto, FileFormat::kBinary));
+  }
+  state.counters["nodes"] = static_cast<double>(nodes);
+  state.counters["nodes_per_s"] =
+      benchmark::Counter(static_cast<double>(nodes),
+                         benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["request_bytes"] = static_cast<double>(bytes.size());
+  state.counters["response_bytes"] =
+      static_cast<double>(lowered_proto.ByteSizeLong());
+}
+BENCHMARK(BM_ProtobufFloor)
+    ->Arg(1000)
+    ->Arg(10000)
+    ->Arg(100000)
+    ->Arg(1000000)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
 }  // namespace
 }  // namespace ferry
 
