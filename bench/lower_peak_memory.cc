@@ -42,7 +42,8 @@ int64_t StatusBytes(std::string_view key) {
     while (!rest.empty() && (rest.front() == ' ' || rest.front() == '\t'))
       rest.remove_prefix(1);
     rest = rest.substr(0, rest.find(' '));
-    auto [end, error] = std::from_chars(rest.data(), rest.data() + rest.size(), kb);
+    auto [end, error] =
+        std::from_chars(rest.data(), rest.data() + rest.size(), kb);
     return error == std::errc() ? kb * 1024 : -1;
   }
   return -1;
@@ -67,6 +68,8 @@ int Run(int64_t target) {
   const bool reset = ResetPeak();
   const int64_t base = StatusBytes("VmRSS");
   const int64_t base_peak = StatusBytes("VmHWM");
+  std::printf("sizeof Node %zu, Argument %zu, TensorSpec %zu\n", sizeof(Node),
+              sizeof(Argument), sizeof(TensorSpec));
   std::printf("nodes %lld, wire bytes %zu, resident before %.1f MiB%s\n",
               static_cast<long long>(nodes), bytes.size(), base / 1048576.0,
               reset ? "" : " (peak reset refused: figures include the build)");

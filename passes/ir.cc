@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <initializer_list>
 #include <limits>
 
 #include "absl/strings/ascii.h"
@@ -116,8 +117,8 @@ std::string DidYouMeanDevice(std::string_view text) {
   return DidYouMeanText(absl::StrCat(*closest, index));
 }
 
-std::vector<int64_t> ContiguousStrides(std::span<const int64_t> sizes) {
-  std::vector<int64_t> strides(sizes.size());
+Dims ContiguousStrides(std::span<const int64_t> sizes) {
+  Dims strides(sizes.size());
   int64_t running = 1;
   for (size_t i = sizes.size(); i-- > 0;) {
     strides[i] = running;
@@ -136,7 +137,7 @@ bool ContiguousStridesFit(std::span<const int64_t> sizes) {
   return true;
 }
 
-std::vector<int64_t> TensorSpec::Strides() const {
+Dims TensorSpec::Strides() const {
   if (strides.empty() && !sizes.empty()) return ContiguousStrides(sizes);
   return strides;
 }
@@ -187,12 +188,12 @@ std::optional<int64_t> TensorSpec::StorageBytes() const {
 namespace {
 // Whether `strides` are the dense strides of `sizes` visited in `order`
 // (outermost first), ignoring dims of size 1 as ATen does.
-bool DenseInOrder(const std::vector<int64_t>& sizes,
-                  const std::vector<int64_t>& strides,
-                  const std::vector<int64_t>& order) {
+bool DenseInOrder(std::span<const int64_t> sizes,
+                  std::span<const int64_t> strides,
+                  std::initializer_list<int64_t> order) {
   int64_t expected = 1;
   for (size_t k = order.size(); k-- > 0;) {
-    int64_t d = order[k];
+    int64_t d = order.begin()[k];
     if (sizes[d] == 0) return true;
     if (sizes[d] != 1 && strides[d] != expected) return false;
     expected *= sizes[d];
@@ -214,7 +215,7 @@ bool TensorSpec::IsContiguous() const {
 }
 
 bool TensorSpec::IsChannelsLast() const {
-  std::vector<int64_t> st = Strides();
+  const Dims st = Strides();
   if (sizes.size() != 4 || st.size() != 4) return false;
   return DenseInOrder(sizes, st, {0, 2, 3, 1});
 }

@@ -13,6 +13,7 @@
 #ifndef FERRY_PASSES_IR_H_
 #define FERRY_PASSES_IR_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -23,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "passes/dtype.h"
 
@@ -75,20 +77,37 @@ struct MemoryPlacement {
                          const MemoryPlacement&) = default;
 };
 
+// Dimension sizes or strides: a vector of int64 that keeps up to 4 dims in
+// place (no allocation for the tensors programs have; more spill to the
+// heap). It converts to and from std::vector<int64_t> and compares with one,
+// so code written against vectors reads it unchanged.
+class Dims : public absl::InlinedVector<int64_t, 4> {
+ public:
+  using InlinedVector::InlinedVector;
+  Dims(const std::vector<int64_t>& v)  // NOLINT: implicit, vector-like
+      : InlinedVector(v.begin(), v.end()) {}
+  operator std::vector<int64_t>() const {  // NOLINT: implicit, vector-like
+    return std::vector<int64_t>(begin(), end());
+  }
+  friend bool operator==(const Dims& a, const Dims& b) {
+    return std::equal(a.begin(), a.end(), b.begin(), b.end());
+  }
+};
+
 struct TensorSpec {
-  DType dtype = DType::kInvalid;
-  std::vector<int64_t> sizes;
+  Dims sizes;
   // As given. Empty means contiguous; use Strides() to read them.
-  std::vector<int64_t> strides;
+  Dims strides;
   int64_t storage_offset = 0;
+  MemoryPlacement memory;
   Device device;
+  DType dtype = DType::kInvalid;
   // Whether the wire form carried a `device` field (kept for round trips).
   bool device_present = false;
-  MemoryPlacement memory;
 
   int64_t dim() const { return static_cast<int64_t>(sizes.size()); }
   // The strides, with empty `strides` read as contiguous.
-  std::vector<int64_t> Strides() const;
+  Dims Strides() const;
   // Number of elements; nullopt on overflow.
   std::optional<int64_t> NumElements() const;
   // Bytes of storage the spec spans from element 0 of its storage:
@@ -111,7 +130,7 @@ struct TensorSpec {
 // Row-major strides of `sizes` (a dim of 0 counts as 1). A stride past
 // int64 saturates at its maximum: ContiguousStridesFit says whether they fit,
 // and validation refuses a spec whose strides do not (E0204).
-std::vector<int64_t> ContiguousStrides(std::span<const int64_t> sizes);
+Dims ContiguousStrides(std::span<const int64_t> sizes);
 bool ContiguousStridesFit(std::span<const int64_t> sizes);
 
 // ---------------------------------------------------------------------------
@@ -162,16 +181,16 @@ enum class ArgKind : uint8_t {
 };
 
 struct Argument {
-  std::string name;  // keyword name, may be empty
-  ArgKind kind = ArgKind::kNone;
-  ValueId value;                // kValue
+  std::string name;             // keyword name, may be empty
   std::vector<ValueId> values;  // kValueList
+  std::vector<int64_t> ints;
+  std::string string_value;
   int64_t int_value = 0;
   double float_value = 0;
-  bool bool_value = false;
-  std::vector<int64_t> ints;
+  ValueId value;  // kValue
+  ArgKind kind = ArgKind::kNone;
   DType dtype = DType::kInvalid;
-  std::string string_value;
+  bool bool_value = false;
 
   static Argument Value(ValueId v) {
     Argument a;
@@ -198,15 +217,11 @@ struct SourceLocation {
   std::string file;
   int32_t line = 0;
   std::string name;
-  bool present = false;
 };
 
+// Fields are ordered by size so that a Node packs without holes.
 struct Node {
   std::string name;
-  NodeKind kind = NodeKind::kCall;
-
-  // kInput: kind and the constant-table entry holding its data (if any).
-  InputKind input_kind = InputKind::kInvalid;
   // kInput: InputNode.target; kConstant: the constant's name;
   // kDelegate: the lowered module's id; kCall: the operator name.
   std::string target;
@@ -215,22 +230,29 @@ struct Node {
   // schema (from the node or the registry; null when unknown).
   std::string schema_text;
   std::shared_ptr<const OpSchema> schema;
-  bool at_load = false;
 
   // kCall / kDelegate arguments; kOutput: the returned values.
   std::vector<Argument> args;
+
+  TensorSpec tensor;              // kTensor
+  std::vector<TensorSpec> tuple;  // kTuple
+
+  std::string delegation_tag;
+  // Where the node came from; null when the wire form had no `source`.
+  // Shared and immutable: copies of a node (copy insertion, module
+  // inlining) share it.
+  std::shared_ptr<const SourceLocation> source;
 
   // kGetItem: source node index and element.
   int32_t getitem_source = -1;
   int32_t getitem_index = 0;
 
+  NodeKind kind = NodeKind::kCall;
+  // kInput: kind and the constant-table entry holding its data (if any).
+  InputKind input_kind = InputKind::kInvalid;
   ResultKind result = ResultKind::kNone;
-  TensorSpec tensor;                         // kTensor
-  std::vector<TensorSpec> tuple;             // kTuple
   ScalarType scalar = ScalarType::kInvalid;  // kScalar
-
-  std::string delegation_tag;
-  SourceLocation source;
+  bool at_load = false;                      // kCall
 
   // The tensor spec of `element` of this node's result (-1: the whole
   // result). Null when that is not a tensor.

@@ -83,13 +83,19 @@ class SpecImporter {
  public:
   SpecImporter(Diagnostics& diagnostics) : diagnostics_(diagnostics) {}
 
-  TensorSpec Import(const v1::TensorSpec& p, const std::string& where) {
+  // `name` names the value; `element` >= 0 one element of a tuple result
+  // ("t[1]"). The name is only spelled out for a diagnostic.
+  TensorSpec Import(const v1::TensorSpec& p, const std::string& name,
+                    int element = -1) {
     TensorSpec s;
+    auto where = [&] {
+      return element < 0 ? name : absl::StrCat(name, "[", element, "]");
+    };
     s.dtype = DTypeFromProto(p.dtype());
     if (s.dtype == DType::kInvalid)
       diagnostics_.Error(codes::kBadDType,
                          absl::StrCat("invalid dtype (", p.dtype(), ")"),
-                         {where},
+                         {where()},
                          "use one of F32, F16, BF16, F64, I8, U8, "
                          "I16, I32, I64, BOOL");
     s.sizes.assign(p.sizes().begin(), p.sizes().end());
@@ -97,7 +103,7 @@ class SpecImporter {
     s.storage_offset = p.storage_offset();
     if (p.has_device()) {
       s.device_present = true;
-      s.device = ImportDevice(p.device(), where);
+      s.device = ImportDevice(p.device(), where());
     }
     if (p.has_memory()) {
       s.memory.arena = p.memory().arena();
@@ -138,8 +144,8 @@ class SpecImporter {
 
 void ExportSpec(const TensorSpec& s, v1::TensorSpec* p) {
   p->set_dtype(DTypeToProto(s.dtype));
-  for (int64_t v : s.sizes) p->add_sizes(v);
-  for (int64_t v : s.strides) p->add_strides(v);
+  p->mutable_sizes()->Add(s.sizes.begin(), s.sizes.end());
+  p->mutable_strides()->Add(s.strides.begin(), s.strides.end());
   p->set_storage_offset(s.storage_offset);
   if (s.device_present) {
     p->mutable_device()->set_type(s.device.is_host() ? "cpu" : "cuda");
@@ -366,10 +372,8 @@ class MethodImporter {
     const std::string& name = n.name;
     n.delegation_tag = p.delegation_tag();
     if (p.has_source()) {
-      n.source.present = true;
-      n.source.file = p.source().file();
-      n.source.line = p.source().line();
-      n.source.name = p.source().name();
+      n.source = std::make_shared<const SourceLocation>(SourceLocation{
+          p.source().file(), p.source().line(), p.source().name()});
     }
     switch (p.result_case()) {
       case v1::Node::kTensor:
@@ -378,9 +382,9 @@ class MethodImporter {
         break;
       case v1::Node::kTuple:
         n.result = ResultKind::kTuple;
+        n.tuple.reserve(p.tuple().elements_size());
         for (int e = 0; e < p.tuple().elements_size(); ++e)
-          n.tuple.push_back(specs_.Import(p.tuple().elements(e),
-                                          absl::StrCat(name, "[", e, "]")));
+          n.tuple.push_back(specs_.Import(p.tuple().elements(e), name, e));
         break;
       case v1::Node::kScalar:
         n.result = ResultKind::kScalar;
@@ -430,6 +434,7 @@ class MethodImporter {
         n.target = p.call().op();
         n.schema_text = p.call().schema();
         n.at_load = p.call().at_load();
+        n.args.reserve(p.call().args_size());
         for (const v1::Argument& a : p.call().args())
           n.args.push_back(ImportArgument(m, a, name, i));
         ResolveSchema(n);
@@ -438,6 +443,7 @@ class MethodImporter {
       case v1::Node::kDelegate:
         n.kind = NodeKind::kDelegate;
         n.target = p.delegate().module();
+        n.args.reserve(p.delegate().args_size());
         for (const v1::Argument& a : p.delegate().args())
           n.args.push_back(ImportArgument(m, a, name, i));
         if (!modules_.FindModule(n.target))
@@ -462,6 +468,7 @@ class MethodImporter {
       }
       case v1::Node::kOutput:
         n.kind = NodeKind::kOutput;
+        n.args.reserve(p.output().values_size());
         for (const v1::Argument& a : p.output().values())
           n.args.push_back(ImportArgument(m, a, name, i));
         if (n.result != ResultKind::kNone)
@@ -654,10 +661,10 @@ void ExportMethod(const Method& m, v1::Method* p) {
         break;
     }
     pn->set_delegation_tag(n.delegation_tag);
-    if (n.source.present) {
-      pn->mutable_source()->set_file(n.source.file);
-      pn->mutable_source()->set_line(n.source.line);
-      pn->mutable_source()->set_name(n.source.name);
+    if (n.source != nullptr) {
+      pn->mutable_source()->set_file(n.source->file);
+      pn->mutable_source()->set_line(n.source->line);
+      pn->mutable_source()->set_name(n.source->name);
     }
   }
   for (const Arena& a : m.arenas) {

@@ -59,6 +59,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "passes/alias.h"
@@ -72,15 +73,20 @@ namespace {
 // --- Specs on their own
 // -------------------------------------------------------
 
+// The text of a message and the nodes it is about are spelled out only when
+// there is something to report: validation of a sound program allocates no
+// message text.
+using LazyText = absl::FunctionRef<std::string()>;
+using LazyNodes = absl::FunctionRef<std::vector<std::string>()>;
+
 // Checks one spec; `subject` names it in messages ("'y'", "constant 'w'").
 // Returns whether it is sound.
-bool CheckSpec(const TensorSpec& spec, const std::string& subject,
-               const std::vector<std::string>& nodes,
+bool CheckSpec(const TensorSpec& spec, LazyText subject, LazyNodes nodes,
                Diagnostics& diagnostics) {
   bool sound = true;
   if (spec.dtype == DType::kInvalid || ElementSize(spec.dtype) == 0) {
     diagnostics.Error(codes::kBadDType,
-                      absl::StrCat(subject, " has no valid dtype"), nodes,
+                      absl::StrCat(subject(), " has no valid dtype"), nodes(),
                       "use one of F32, F16, BF16, F64, I8, U8, I16, I32, I64, "
                       "BOOL");
     sound = false;
@@ -89,9 +95,9 @@ bool CheckSpec(const TensorSpec& spec, const std::string& subject,
   for (size_t d = 0; d < spec.sizes.size(); ++d) {
     if (spec.sizes[d] < 0) {
       diagnostics.Error(codes::kBadSizes,
-                        absl::StrCat(subject, " has negative size ",
+                        absl::StrCat(subject(), " has negative size ",
                                      spec.sizes[d], " in dim ", d),
-                        nodes);
+                        nodes());
       sizes_sound = false;
       break;
     }
@@ -100,17 +106,17 @@ bool CheckSpec(const TensorSpec& spec, const std::string& subject,
   if (!spec.strides.empty() && spec.strides.size() != spec.sizes.size()) {
     diagnostics.Error(
         codes::kBadStrides,
-        absl::StrCat(subject, " has ", spec.strides.size(), " strides for ",
+        absl::StrCat(subject(), " has ", spec.strides.size(), " strides for ",
                      spec.sizes.size(), " sizes"),
-        nodes, "give one stride per dim, or none (contiguous)");
+        nodes(), "give one stride per dim, or none (contiguous)");
     strides_sound = false;
   } else {
     for (size_t d = 0; d < spec.strides.size(); ++d) {
       if (spec.strides[d] < 0) {
         diagnostics.Error(codes::kBadStrides,
-                          absl::StrCat(subject, " has negative stride ",
+                          absl::StrCat(subject(), " has negative stride ",
                                        spec.strides[d], " in dim ", d),
-                          nodes);
+                          nodes());
         strides_sound = false;
         break;
       }
@@ -118,16 +124,17 @@ bool CheckSpec(const TensorSpec& spec, const std::string& subject,
   }
   if (spec.storage_offset < 0) {
     diagnostics.Error(codes::kBadStrides,
-                      absl::StrCat(subject, " has negative storage offset ",
+                      absl::StrCat(subject(), " has negative storage offset ",
                                    spec.storage_offset),
-                      nodes);
+                      nodes());
     strides_sound = false;
   }
   if (sizes_sound && !spec.NumElements().has_value()) {
-    diagnostics.Error(codes::kSpecOverflow,
-                      absl::StrCat("the element count of ", subject, " (sizes ",
-                                   ShapeText(spec.sizes), ") overflows int64"),
-                      nodes);
+    diagnostics.Error(
+        codes::kSpecOverflow,
+        absl::StrCat("the element count of ", subject(), " (sizes ",
+                     ShapeText(spec.sizes), ") overflows int64"),
+        nodes());
     sizes_sound = false;
   }
   // Empty tensors too: their contiguous strides (a 0 counted as 1) are what
@@ -135,9 +142,9 @@ bool CheckSpec(const TensorSpec& spec, const std::string& subject,
   if (sizes_sound && !ContiguousStridesFit(spec.sizes)) {
     diagnostics.Error(
         codes::kSpecOverflow,
-        absl::StrCat("the contiguous strides of ", subject, " (sizes ",
+        absl::StrCat("the contiguous strides of ", subject(), " (sizes ",
                      ShapeText(spec.sizes), ") overflow int64"),
-        nodes);
+        nodes());
     sizes_sound = false;
   }
   // The extent needs sound sizes, strides and dtype (its element size).
@@ -145,26 +152,26 @@ bool CheckSpec(const TensorSpec& spec, const std::string& subject,
       !spec.StorageBytes().has_value()) {
     diagnostics.Error(
         codes::kSpecOverflow,
-        absl::StrCat("the storage ", subject, " spans (sizes ",
+        absl::StrCat("the storage ", subject(), " spans (sizes ",
                      ShapeText(spec.sizes), ", strides ",
                      ShapeText(spec.Strides()), ", offset ",
                      spec.storage_offset, ") overflows int64 bytes"),
-        nodes);
+        nodes());
     sound = false;
   }
   bool known_type = spec.device.type == Device::Type::kCpu ||
                     spec.device.type == Device::Type::kCuda;
   if (!known_type) {
     diagnostics.Error(codes::kBadDevice,
-                      absl::StrCat(subject, " has an unknown device type"),
-                      nodes, "devices are 'cpu' and 'cuda'");
+                      absl::StrCat(subject(), " has an unknown device type"),
+                      nodes(), "devices are 'cpu' and 'cuda'");
     sound = false;
   } else if (spec.device.index < 0) {
     diagnostics.Error(
         codes::kBadDevice,
-        absl::StrCat(subject, " is on device '", spec.device.ToString(),
+        absl::StrCat(subject(), " is on device '", spec.device.ToString(),
                      "': the device index must be >= 0"),
-        nodes);
+        nodes());
     sound = false;
   }
   return sound && sizes_sound && strides_sound;
@@ -198,18 +205,18 @@ std::string LayoutText(const TensorSpec& spec) {
 // Reports a dtype or sizes difference between what `source` says a value is
 // and what `subject` declares. Returns whether they agree.
 bool CompareDTypeAndSizes(const TensorSpec& expected,
-                          const TensorSpec& declared, const std::string& source,
-                          const std::string& subject,
-                          const std::vector<std::string>& nodes,
+                          const TensorSpec& declared, LazyText source,
+                          LazyText subject, LazyNodes nodes,
                           Diagnostics& diagnostics) {
   if (expected.dtype == declared.dtype && expected.sizes == declared.sizes) {
     return true;
   }
-  diagnostics.Error(expected.dtype != declared.dtype ? codes::kDTypeMismatch
-                                                     : codes::kShapeMismatch,
-                    absl::StrCat(source, " ", SpecText(expected), ", but ",
-                                 subject, " is declared ", SpecText(declared)),
-                    nodes);
+  diagnostics.Error(
+      expected.dtype != declared.dtype ? codes::kDTypeMismatch
+                                       : codes::kShapeMismatch,
+      absl::StrCat(source(), " ", SpecText(expected), ", but ", subject(),
+                   " is declared ", SpecText(declared)),
+      nodes());
   return false;
 }
 
@@ -366,13 +373,18 @@ class GraphValidator {
   void CheckSpecs(int32_t i) {
     const Node& node = graph_.nodes[i];
     if (node.result == ResultKind::kTensor) {
-      sound_[i] = CheckSpec(node.tensor, absl::StrCat("'", node.name, "'"),
-                            {node.name}, diagnostics_);
+      sound_[i] = CheckSpec(
+          node.tensor, [&] { return absl::StrCat("'", node.name, "'"); },
+          [&] { return std::vector<std::string>{node.name}; }, diagnostics_);
     } else if (node.result == ResultKind::kTuple) {
       for (int32_t e = 0; e < static_cast<int32_t>(node.tuple.size()); ++e) {
-        std::string subject =
-            absl::StrCat("'", graph_.ValueName(ValueId{i, e}), "'");
-        if (!CheckSpec(node.tuple[e], subject, {node.name}, diagnostics_)) {
+        auto subject = [&] {
+          return absl::StrCat("'", graph_.ValueName(ValueId{i, e}), "'");
+        };
+        if (!CheckSpec(
+                node.tuple[e], subject,
+                [&] { return std::vector<std::string>{node.name}; },
+                diagnostics_)) {
           sound_[i] = false;
         }
       }
@@ -399,7 +411,8 @@ class GraphValidator {
         node.schema != nullptr ? node.schema
                                : (info != nullptr ? info->schema : nullptr);
     if (schema == nullptr) return;  // Import reported the unknown operator.
-    std::string op = schema->QualifiedName();
+    // The operator's name, for messages.
+    auto op = [&] { return schema->QualifiedName(); };
     const bool is_copy = node.target == kH2DCopyOp || node.target == kD2HCopyOp;
     if (is_copy && module_ != nullptr && !module_device_.is_host()) {
       diagnostics_.Error(
@@ -431,7 +444,7 @@ class GraphValidator {
         nodes.push_back(graph_.nodes[arg->value.node].name);
       }
       diagnostics_.Error(codes::kArgumentType,
-                         absl::StrCat("argument '", param.name, "' of '", op,
+                         absl::StrCat("argument '", param.name, "' of '", op(),
                                       "' must be ", TypeText(param.type),
                                       ", got ", ArgumentText(graph_, *arg)),
                          std::move(nodes));
@@ -442,7 +455,7 @@ class GraphValidator {
         !(node.schema_text.empty() && info != nullptr && info->metadata_only)) {
       diagnostics_.Error(
           codes::kScalarFromDataOp,
-          absl::StrCat("'", node.name, "' calls '", op,
+          absl::StrCat("'", node.name, "' calls '", op(),
                        "', which returns a scalar but is not a registered "
                        "metadata operator: the runtime can compute scalars "
                        "only from specs (sym_size.int, sym_numel, "
@@ -470,7 +483,7 @@ class GraphValidator {
                          std::string(inferred.status().message()), {node.name});
       return;
     }
-    CompareResults(i, *info->schema, op, *inferred);
+    CompareResults(i, *info->schema, *schema, *inferred);
   }
 
   // Bytes of the storage `value` lives in, as the runtime allocates it: a
@@ -605,7 +618,8 @@ class GraphValidator {
     return false;
   }
 
-  void CompareResults(int32_t i, const OpSchema& schema, const std::string& op,
+  // `named`: the schema whose name the messages use (the node's own).
+  void CompareResults(int32_t i, const OpSchema& schema, const OpSchema& named,
                       const std::vector<TensorSpec>& inferred) {
     const Node& node = graph_.nodes[i];
     for (int32_t r = 0; r < static_cast<int32_t>(inferred.size()); ++r) {
@@ -615,11 +629,16 @@ class GraphValidator {
       const TensorSpec* declared = node.Spec(element);
       if (declared == nullptr) continue;
       const TensorSpec& computed = inferred[r];
-      std::string subject =
-          absl::StrCat("'", graph_.ValueName(ValueId{i, element}), "'");
-      if (!CompareDTypeAndSizes(computed, *declared,
-                                absl::StrCat("'", op, "' computes"), subject,
-                                {node.name}, diagnostics_)) {
+      auto subject = [&] {
+        return absl::StrCat("'", graph_.ValueName(ValueId{i, element}), "'");
+      };
+      if (!CompareDTypeAndSizes(
+              computed, *declared,
+              [&] {
+                return absl::StrCat("'", named.QualifiedName(), "' computes");
+              },
+              subject, [&] { return std::vector<std::string>{node.name}; },
+              diagnostics_)) {
         continue;
       }
       // A view or an in-place result addresses its argument's storage: its
@@ -628,8 +647,9 @@ class GraphValidator {
           !SameAddressing(computed, *declared)) {
         diagnostics_.Error(
             codes::kShapeMismatch,
-            absl::StrCat("'", op, "' computes ", LayoutText(computed), ", but ",
-                         subject, " is declared with strides ",
+            absl::StrCat("'", named.QualifiedName(), "' computes ",
+                         LayoutText(computed), ", but ", subject(),
+                         " is declared with strides ",
                          ShapeText(declared->Strides()), " and offset ",
                          declared->storage_offset),
             {node.name},
@@ -641,17 +661,23 @@ class GraphValidator {
 
   // --- Delegates
 
+  const std::vector<int32_t>& UserInputsOf(const LoweredModule& module) {
+    auto [it, inserted] = user_inputs_.try_emplace(&module);
+    if (inserted) it->second = UserInputs(module.graph);
+    return it->second;
+  }
+
   void CheckDelegate(int32_t i) {
     const Node& node = graph_.nodes[i];
     const LoweredModule* module = program_.FindModule(node.target);
     if (module == nullptr) return;  // Import reported it.
-    std::string called = absl::StrCat("module '", module->id, "'");
+    auto called = [&] { return absl::StrCat("module '", module->id, "'"); };
 
     if (!module->target_device.ok()) {
       diagnostics_.Error(
           codes::kBadTargetDevice,
           absl::StrCat(
-              "delegate '", node.name, "' calls ", called,
+              "delegate '", node.name, "' calls ", called(),
               ", whose target_device '",
               module->TargetDeviceText().value_or(""),
               "' is invalid: ", module->target_device.status().message()),
@@ -668,19 +694,19 @@ class GraphValidator {
           codes::kNestedDelegateDevice,
           absl::StrCat("delegate '", node.name, "' inside module '",
                        module_->id, "' (on ", module_device_.ToString(),
-                       ") calls ", called, " on ", device.ToString(),
+                       ") calls ", called(), " on ", device.ToString(),
                        ": a nested delegate must target its parent's "
                        "device"),
           {node.name});
     }
 
-    std::vector<int32_t> inputs = UserInputs(module->graph);
+    const std::vector<int32_t>& inputs = UserInputsOf(*module);
     if (node.args.size() != inputs.size()) {
       diagnostics_.Error(
           codes::kDelegateArity,
           absl::StrCat("delegate '", node.name, "' passes ", node.args.size(),
                        " argument", node.args.size() == 1 ? "" : "s", " to ",
-                       called, ", which has ", inputs.size(), " user input",
+                       called(), ", which has ", inputs.size(), " user input",
                        inputs.size() == 1 ? "" : "s"),
           {node.name});
     } else {
@@ -710,11 +736,20 @@ class GraphValidator {
     }
     if (!CompareDTypeAndSizes(
             input_node.tensor, *spec,
-            absl::StrCat("module '", module.id, "' takes input '",
-                         input_node.name, "' as"),
-            absl::StrCat("argument ", index, " '", graph_.ValueName(arg.value),
-                         "' of delegate '", node.name, "'"),
-            {node.name, graph_.nodes[arg.value.node].name}, diagnostics_)) {
+            [&] {
+              return absl::StrCat("module '", module.id, "' takes input '",
+                                  input_node.name, "' as");
+            },
+            [&] {
+              return absl::StrCat("argument ", index, " '",
+                                  graph_.ValueName(arg.value),
+                                  "' of delegate '", node.name, "'");
+            },
+            [&] {
+              return std::vector<std::string>{
+                  node.name, graph_.nodes[arg.value.node].name};
+            },
+            diagnostics_)) {
       return;
     }
     // Compiled code reads the argument with the layout it was compiled for
@@ -741,13 +776,13 @@ class GraphValidator {
   void CheckDelegateResult(int32_t i, const LoweredModule& module) {
     const Node& node = graph_.nodes[i];
     const Node* output = OutputNode(module.graph);
-    std::string called = absl::StrCat("module '", module.id, "'");
+    auto called = [&] { return absl::StrCat("module '", module.id, "'"); };
     if (module.returns_tuple != (node.result == ResultKind::kTuple) ||
         (!module.returns_tuple && node.result != ResultKind::kTensor)) {
       diagnostics_.Error(
           codes::kDelegateResult,
           absl::StrCat(
-              "delegate '", node.name, "' calls ", called, ", which returns ",
+              "delegate '", node.name, "' calls ", called(), ", which returns ",
               module.returns_tuple ? "a tuple" : "one bare tensor", ", but '",
               node.name, "' declares ", DeclaredResultText(node)),
           {node.name},
@@ -763,7 +798,7 @@ class GraphValidator {
       diagnostics_.Error(
           codes::kDelegateResult,
           absl::StrCat(
-              called, " returns ", outputs, " value", outputs == 1 ? "" : "s",
+              called(), " returns ", outputs, " value", outputs == 1 ? "" : "s",
               ", but delegate '", node.name, "' declares ",
               module.returns_tuple ? absl::StrCat("a tuple of ", declared)
                                    : std::string("one bare tensor")),
@@ -780,9 +815,12 @@ class GraphValidator {
       const TensorSpec* spec = node.Spec(element);
       if (computed == nullptr || spec == nullptr) continue;
       CompareDTypeAndSizes(
-          *computed, *spec, absl::StrCat(called, " returns"),
-          absl::StrCat("'", graph_.ValueName(ValueId{i, element}), "'"),
-          {node.name}, diagnostics_);
+          *computed, *spec, [&] { return absl::StrCat(called(), " returns"); },
+          [&] {
+            return absl::StrCat("'", graph_.ValueName(ValueId{i, element}),
+                                "'");
+          },
+          [&] { return std::vector<std::string>{node.name}; }, diagnostics_);
     }
   }
 
@@ -796,8 +834,12 @@ class GraphValidator {
     if (source == nullptr) return;  // Import reported it.
     if (!CompareDTypeAndSizes(
             *source, node.tensor,
-            absl::StrCat("'", graph_.ValueName(element), "' is"),
-            absl::StrCat("'", node.name, "'"), {node.name}, diagnostics_)) {
+            [&] {
+              return absl::StrCat("'", graph_.ValueName(element), "' is");
+            },
+            [&] { return absl::StrCat("'", node.name, "'"); },
+            [&] { return std::vector<std::string>{node.name}; },
+            diagnostics_)) {
       return;
     }
     // A getitem reads the element's storage through its own spec.
@@ -827,8 +869,10 @@ class GraphValidator {
     if (constant == nullptr) return;  // Import reported it.
     if (!CompareDTypeAndSizes(
             constant->spec, node.tensor,
-            absl::StrCat("constant '", constant->name, "' is"),
-            absl::StrCat("'", node.name, "'"), {node.name}, diagnostics_)) {
+            [&] { return absl::StrCat("constant '", constant->name, "' is"); },
+            [&] { return absl::StrCat("'", node.name, "'"); },
+            [&] { return std::vector<std::string>{node.name}; },
+            diagnostics_)) {
       return;
     }
     // The node reads the table's storage in place: with the table's layout.
@@ -959,6 +1003,8 @@ class GraphValidator {
   Device module_device_;         // where module_ runs (the host by default)
   const StorageRoots roots_;
   std::vector<char> sound_;  // Per node: its declared specs are sound.
+  // UserInputs of each module a delegate calls, found once per module.
+  std::unordered_map<const LoweredModule*, std::vector<int32_t>> user_inputs_;
 };
 
 // --- Program level
@@ -1004,7 +1050,10 @@ void CheckBlobRef(const Constant& constant, const std::string& subject,
 void CheckConstants(const Program& program, Diagnostics& diagnostics) {
   for (const Constant& constant : program.constants) {
     std::string subject = absl::StrCat("constant '", constant.name, "'");
-    if (!CheckSpec(constant.spec, subject, {constant.name}, diagnostics)) {
+    if (!CheckSpec(
+            constant.spec, [&] { return subject; },
+            [&] { return std::vector<std::string>{constant.name}; },
+            diagnostics)) {
       continue;
     }
     if (constant.data_digest) {
@@ -1049,9 +1098,10 @@ void CheckModule(const LoweredModule& module, bool called,
   for (size_t l = 0; l < module.input_layouts.size(); ++l) {
     std::vector<std::string> nodes;
     if (l < input_names.size()) nodes.push_back(input_names[l]);
-    if (!CheckSpec(module.input_layouts[l],
-                   absl::StrCat("input layout ", l, " of ", name), nodes,
-                   diagnostics) ||
+    if (!CheckSpec(
+            module.input_layouts[l],
+            [&] { return absl::StrCat("input layout ", l, " of ", name); },
+            [&] { return nodes; }, diagnostics) ||
         l >= inputs.size()) {
       continue;
     }

@@ -345,10 +345,10 @@ class MethodInstance {
   std::string NodePrefix(int32_t node) const {
     const Node& n = method_.nodes[node];
     std::string where;
-    if (n.source.present && !n.source.file.empty()) {
-      where = n.source.line > 0
-                  ? absl::StrCat(" (", n.source.file, ":", n.source.line, ")")
-                  : absl::StrCat(" (", n.source.file, ")");
+    if (n.source && !n.source->file.empty()) {
+      where = n.source->line > 0
+                  ? absl::StrCat(" (", n.source->file, ":", n.source->line, ")")
+                  : absl::StrCat(" (", n.source->file, ")");
     }
     return absl::StrCat(context_, "node '", n.name, "'", where, ": ");
   }
