@@ -26,8 +26,9 @@
 #include <algorithm>
 #include <climits>
 #include <map>
-#include <set>
 
+#include "absl/container/btree_map.h"
+#include "absl/container/btree_set.h"
 #include "absl/strings/str_cat.h"
 #include "passes/alias.h"
 #include "passes/diagnostic_codes.h"
@@ -156,8 +157,8 @@ class FreeListAllocator {
     if (!by_offset_.empty()) {
       auto last = std::prev(by_offset_.end());
       if (last->first + last->second == top_) {
-        int64_t offset = last->first;
-        RemoveHole(last->first, last->second);
+        const int64_t offset = last->first;
+        RemoveHole(offset, last->second);
         top_ = offset + size;
         peak_ = std::max(peak_, top_);
         return offset;
@@ -201,8 +202,9 @@ class FreeListAllocator {
     by_size_.erase({size, offset});
   }
 
-  std::map<int64_t, int64_t> by_offset_;
-  std::set<std::pair<int64_t, int64_t>> by_size_;
+  // B-trees: ordered like std::map/std::set, without a heap node per hole.
+  absl::btree_map<int64_t, int64_t> by_offset_;
+  absl::btree_set<std::pair<int64_t, int64_t>> by_size_;
   int64_t top_ = 0;
   int64_t peak_ = 0;
 };
@@ -222,7 +224,10 @@ struct ArenaPlan {
 //   ==> t at 0, s at 64, u at 0; arena 128 B, lower bound 128 B
 class AssignOffsets {
  public:
-  explicit AssignOffsets(std::vector<Block>& blocks) : blocks_(blocks) {}
+  // `steps`: the method's node count; every block's first and last step is
+  // at most that.
+  AssignOffsets(std::vector<Block>& blocks, int32_t steps)
+      : blocks_(blocks), steps_(steps) {}
 
   absl::StatusOr<ArenaPlan> Run() {
     ArenaPlan plan;
@@ -248,15 +253,12 @@ class AssignOffsets {
     std::vector<int64_t> live(arena_of.size(), 0);
 
     const int32_t count = static_cast<int32_t>(blocks_.size());
-    std::vector<int32_t> by_first(count), by_last(count);
-    for (int32_t k = 0; k < count; ++k) by_first[k] = by_last[k] = k;
-    std::stable_sort(by_first.begin(), by_first.end(),
-                     [&](int32_t x, int32_t y) {
-                       return blocks_[x].first < blocks_[y].first;
-                     });
-    std::stable_sort(by_last.begin(), by_last.end(), [&](int32_t x, int32_t y) {
-      return blocks_[x].last < blocks_[y].last;
-    });
+    const std::vector<int32_t> by_first =
+        SortedBy([](const Block& b) { return b.first; });
+    const std::vector<int32_t> by_last =
+        SortedBy([](const Block& b) { return b.last; });
+    FERRY_RET_CHECK(static_cast<int32_t>(by_first.size()) == count &&
+                    static_cast<int32_t>(by_last.size()) == count);
     for (int32_t next_def = 0, next_free = 0; next_def < count;) {
       const int32_t t = blocks_[by_first[next_def]].first;
       for (; next_def < count && blocks_[by_first[next_def]].first == t;
@@ -285,7 +287,26 @@ class AssignOffsets {
   }
 
  private:
+  // The block indices ordered by step(block), ties in block order: a
+  // counting sort over the steps 0..steps_ (linear, where a comparison sort
+  // is n log n). Empty when a step is out of range (an internal error).
+  template <typename StepFn>
+  std::vector<int32_t> SortedBy(StepFn step) const {
+    std::vector<int32_t> start(static_cast<size_t>(steps_) + 2, 0);
+    for (const Block& b : blocks_) {
+      const int32_t t = step(b);
+      if (t < 0 || t > steps_) return {};
+      ++start[t + 1];
+    }
+    for (int32_t t = 0; t <= steps_; ++t) start[t + 1] += start[t];
+    std::vector<int32_t> order(blocks_.size());
+    for (int32_t k = 0; k < static_cast<int32_t>(blocks_.size()); ++k)
+      order[start[step(blocks_[k])]++] = k;
+    return order;
+  }
+
   std::vector<Block>& blocks_;
+  const int32_t steps_;
 };
 
 // Phase 3: the plan on the method: its arenas, and a placement on every
@@ -338,7 +359,8 @@ absl::StatusOr<PassStats> PlanMemory(Program& program,
     const ValueSlots slots(method);
     std::vector<Block> blocks =
         CollectBlocks(method, roots, slots, options, diagnostics).Run();
-    absl::StatusOr<ArenaPlan> plan = AssignOffsets(blocks).Run();
+    absl::StatusOr<ArenaPlan> plan =
+        AssignOffsets(blocks, static_cast<int32_t>(method.nodes.size())).Run();
     if (!plan.ok()) return plan.status();
     if (absl::Status applied =
             Apply(method, roots, slots, blocks, *std::move(plan));
