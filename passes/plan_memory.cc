@@ -20,7 +20,7 @@
 // Blocks; (2) AssignOffsets makes one arena per device and gives each block
 // an offset with a best-fit FreeListAllocator: the ArenaPlan; (3) Apply
 // writes the arenas and the placements on every value, aliases included.
-// The driver, PlanMemory, is at the bottom; it clears an earlier plan first.
+// The driver, PlanMemory, is at the bottom; Apply replaces an earlier plan.
 #include "passes/plan_memory.h"
 
 #include <algorithm>
@@ -70,25 +70,27 @@ class CollectBlocks {
         options_(options),
         diagnostics_(diagnostics) {}
 
+  // One walk from the last node back: when node i is reached, every reader
+  // of its results (all later) has been seen, so its blocks' lifetimes are
+  // known. Blocks are collected last to first and reversed at the end, so
+  // they come in node order (the whole result, then tuple elements).
   std::vector<Block> Run() {
     const int32_t n = static_cast<int32_t>(method_.nodes.size());
     last_use_.assign(slots_.size(), -1);
     is_output_.assign(slots_.size(), 0);
-    for (int32_t i = 0; i < n; ++i) {
+    for (int32_t i = n - 1; i >= 0; --i) {
       const Node& node = method_.nodes[i];
+      for (int32_t e = static_cast<int32_t>(node.tuple.size()) - 1; e >= 0; --e)
+        Consider(ValueId{i, e}, node.tuple[e], node, i);
+      if (node.result == ResultKind::kTensor)
+        Consider(ValueId{i, -1}, node.tensor, node, i);
       ForEachOperand(node, [&](const ValueId& v) {
         const int32_t slot = slots_.Of(roots_.RootOf(v));
         last_use_[slot] = std::max(last_use_[slot], i);
         if (node.kind == NodeKind::kOutput) is_output_[slot] = 1;
       });
     }
-    for (int32_t i = 0; i < n; ++i) {
-      const Node& node = method_.nodes[i];
-      if (node.result == ResultKind::kTensor)
-        Consider(ValueId{i, -1}, node.tensor, node, i);
-      for (int32_t e = 0; e < static_cast<int32_t>(node.tuple.size()); ++e)
-        Consider(ValueId{i, e}, node.tuple[e], node, i);
-    }
+    std::reverse(blocks_.begin(), blocks_.end());
     return std::move(blocks_);
   }
 
@@ -310,7 +312,8 @@ class AssignOffsets {
 };
 
 // Phase 3: the plan on the method: its arenas, and a placement on every
-// value, aliases (views, in-place results, getitems) through their roots.
+// value, aliases (views, in-place results, getitems) through their roots;
+// a value left unplanned gets none, so an earlier plan does not survive.
 //
 //   t at 0 in arena 0; v = view(t)  ==>  t.memory = v.memory = {0, 0, 64}
 absl::Status Apply(Method& method, const StorageRoots& roots,
@@ -326,23 +329,14 @@ absl::Status Apply(Method& method, const StorageRoots& roots,
   }
   for (int32_t i = 0; i < static_cast<int32_t>(method.nodes.size()); ++i) {
     Node& node = method.nodes[i];
-    if (node.result == ResultKind::kTensor)
-      node.tensor.memory = placement[slots.Of(roots.RootOf(ValueId{i, -1}))];
+    node.tensor.memory = node.result == ResultKind::kTensor
+                             ? placement[slots.Of(roots.RootOf(ValueId{i, -1}))]
+                             : MemoryPlacement{};
     for (int32_t e = 0; e < static_cast<int32_t>(node.tuple.size()); ++e)
       node.tuple[e].memory = placement[slots.Of(ValueId{i, e})];
   }
   method.arenas = std::move(plan.arenas);
   return absl::OkStatus();
-}
-
-// A plan from an earlier run goes first, so running the pass on its own
-// output changes nothing.
-void ClearPlan(Method& method) {
-  method.arenas.clear();
-  for (Node& node : method.nodes) {
-    node.tensor.memory = MemoryPlacement{};
-    for (TensorSpec& s : node.tuple) s.memory = MemoryPlacement{};
-  }
 }
 
 }  // namespace
@@ -354,7 +348,8 @@ absl::StatusOr<PassStats> PlanMemory(Program& program,
   int64_t planned = 0;
   for (Method& method : program.methods) {
     diagnostics.SetMethod(method.name);
-    ClearPlan(method);
+    // An earlier plan is replaced whole by Apply (every value's placement
+    // and the arenas), so running the pass on its output changes nothing.
     const StorageRoots roots(method);
     const ValueSlots slots(method);
     std::vector<Block> blocks =
