@@ -9,46 +9,77 @@
 
 namespace ferry {
 
+namespace {
+
+// What a schema says about aliasing, worked out once per schema rather than
+// once per node: most programs use a few dozen operators many times.
+struct SchemaAliasing {
+  bool annotated = false;          // some argument has an alias annotation
+  std::vector<int> written;        // OpSchema::WrittenArguments()
+  std::optional<int> result_root;  // OpSchema::AliasedArgument(0)
+  bool metadata_only = false;      // of the registry operator (below)
+};
+
+}  // namespace
+
 StorageRoots::StorageRoots(const Method& method)
     : node_root_(method.nodes.size()),
-      written_(method.nodes.size()),
+      written_start_(method.nodes.size() + 1, 0),
       metadata_only_(method.nodes.size(), 0) {
-  for (int32_t i = 0; i < static_cast<int32_t>(method.nodes.size()); ++i) {
+  // Keyed by the schema a node carries. A node without schema text carries
+  // the registry's schema for its operator (import resolves it so), so its
+  // registry entry, looked up once, says whether it reads metadata only.
+  absl::flat_hash_map<const OpSchema*, SchemaAliasing> by_schema;
+  auto aliasing_of = [&](const Node& node) -> const SchemaAliasing& {
+    auto [it, inserted] = by_schema.try_emplace(node.schema.get());
+    SchemaAliasing& a = it->second;
+    if (!inserted) return a;
+    for (const SchemaArgument& arg : node.schema->arguments)
+      a.annotated |= arg.alias.has_value();
+    if (a.annotated) {
+      a.written = node.schema->WrittenArguments();
+      a.result_root = node.schema->AliasedArgument(0);
+    }
+    if (const OpInfo* info = LookupOp(node.target))
+      a.metadata_only = info->metadata_only;
+    return a;
+  };
+  // Node i's root, metadata flag and written values (appended to written_).
+  auto visit = [&](int32_t i) {
     const Node& node = method.nodes[i];
     node_root_[i] = ValueId{i, -1};
     if (node.kind == NodeKind::kGetItem) {
       // A getitem is the tuple element it reads.
       node_root_[i] = ValueId{node.getitem_source, node.getitem_index};
-      continue;
+      return;
     }
-    if (node.kind != NodeKind::kCall || !node.schema) continue;
-    if (node.schema_text.empty()) {
-      if (const OpInfo* info = LookupOp(node.target))
-        metadata_only_[i] = info->metadata_only ? 1 : 0;
-    }
-    bool annotated = false;
-    for (const SchemaArgument& a : node.schema->arguments)
-      annotated |= a.alias.has_value();
-    if (!annotated) continue;  // reads its arguments, returns fresh storage
+    if (node.kind != NodeKind::kCall || !node.schema) return;
+    const SchemaAliasing& aliasing = aliasing_of(node);
+    if (node.schema_text.empty()) metadata_only_[i] = aliasing.metadata_only;
+    if (!aliasing.annotated) return;  // reads its arguments, returns fresh
     absl::StatusOr<std::vector<const Argument*>> bound =
         BindArguments(*node.schema, node.args);
-    if (!bound.ok()) continue;  // reported by validation
+    if (!bound.ok()) return;  // reported by validation
     auto add_written = [&](const Argument* arg) {
       if (!arg) return;
-      if (arg->kind == ArgKind::kValue) written_[i].push_back(arg->value);
+      if (arg->kind == ArgKind::kValue) written_.push_back(arg->value);
       if (arg->kind == ArgKind::kValueList)
-        for (const ValueId& v : arg->values) written_[i].push_back(v);
+        for (const ValueId& v : arg->values) written_.push_back(v);
     };
-    for (int k : node.schema->WrittenArguments())
+    for (int k : aliasing.written)
       if (k < static_cast<int>(bound->size())) add_written((*bound)[k]);
     if (node.result == ResultKind::kTensor) {
-      std::optional<int> aliased = node.schema->AliasedArgument(0);
+      const std::optional<int>& aliased = aliasing.result_root;
       if (aliased && *aliased < static_cast<int>(bound->size())) {
         const Argument* arg = (*bound)[*aliased];
         if (arg && arg->kind == ArgKind::kValue && arg->value.valid())
           node_root_[i] = RootOf(arg->value);
       }
     }
+  };
+  for (int32_t i = 0; i < static_cast<int32_t>(method.nodes.size()); ++i) {
+    visit(i);
+    written_start_[i + 1] = static_cast<int32_t>(written_.size());
   }
 }
 

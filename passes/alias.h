@@ -8,6 +8,7 @@
 #ifndef FERRY_PASSES_ALIAS_H_
 #define FERRY_PASSES_ALIAS_H_
 
+#include <span>
 #include <vector>
 
 #include "passes/ir.h"
@@ -24,16 +25,20 @@ class StorageRoots {
   ValueId RootOfNode(int32_t node) const { return RootOf(ValueId{node, -1}); }
   // Whether node `node` is a call that writes one of its arguments in place,
   // and which argument values it writes (as read by the call).
-  const std::vector<ValueId>& WrittenBy(int32_t node) const {
-    return written_[node];
+  std::span<const ValueId> WrittenBy(int32_t node) const {
+    return std::span<const ValueId>(written_).subspan(
+        written_start_[node], written_start_[node + 1] - written_start_[node]);
   }
   // Whether node `node` is a call whose operator reads metadata only.
   bool IsMetadataOnly(int32_t node) const { return metadata_only_[node]; }
 
  private:
-  std::vector<ValueId> node_root_;             // per node (whole result)
-  std::vector<std::vector<ValueId>> written_;  // per node
-  std::vector<char> metadata_only_;            // per node
+  std::vector<ValueId> node_root_;  // per node (whole result)
+  // The values node i writes: written_[written_start_[i] ..
+  // written_start_[i + 1]) (one array for all nodes, not one per node).
+  std::vector<int32_t> written_start_;  // per node, plus one
+  std::vector<ValueId> written_;
+  std::vector<char> metadata_only_;  // per node
 };
 
 // Ordering that in-place writes add to the data edges: for each node, the

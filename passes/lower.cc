@@ -81,6 +81,7 @@ class CollectGroups {
       out.groups[it->second].last_member = i;
       out.group_of[i] = it->second;
     }
+    if (out.groups.empty()) return out;  // nothing tagged: nothing to lower
     std::vector<std::set<ValueId>> outputs(out.groups.size());
     std::vector<absl::flat_hash_set<ValueId>> seen_inputs(out.groups.size());
     for (int32_t i = 0; i < n; ++i) {

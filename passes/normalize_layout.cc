@@ -76,6 +76,12 @@ std::string_view ConstantNameOf(const Node& node) {
 class FindTensorsToNormalize {
  public:
   std::vector<std::string> Run(const Program& program) {
+    // Most programs store every constant dense: then nothing is pinned
+    // either, and the methods need no walk.
+    bool any_candidate = false;
+    for (const Constant& constant : program.constants)
+      any_candidate |= NeedsRelayout(constant.spec);
+    if (!any_candidate) return {};
     absl::flat_hash_set<std::string> pinned;
     // Owned by an already-lowered module: compiled for the stored layout.
     for (const LoweredModule& module : program.modules)

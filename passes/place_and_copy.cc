@@ -34,21 +34,25 @@
 // Phases, each a unit with one entry, state handed on explicitly:
 // (1) StripCopies removes the copies of an earlier run; (2) AssignHomes
 // finds where each storage starts: the Homes; (3) CoherenceWalk rewrites
-// operands and creates copies: the Walked copies and where they go; the
-// safety policy is stated there, where it is enforced; (4) Assemble labels
-// every value's device and lays the copies out (H2D before its first
-// reader, D2H after its source). Without device memory planning, LabelOnly
-// replaces (2)-(4). In the walk, each predicate sits next to the rewrite it
-// calls for: NeedsHostCopy / MakeHostCopy, NeedsDeviceCopy / MakeDeviceCopy,
-// HasDeviceLayout / RefuseConstantCopy. The driver, PlaceAndCopy, is at the
-// bottom.
+// operands and records the copies to make: the Walked copies and where they
+// go; the safety policy is stated there, where it is enforced; (4) Assemble
+// labels every value's device and builds the placed node list in one walk,
+// each node moved once and each copy made in its place (H2D before its
+// first reader, D2H after its source). Without device memory planning,
+// LabelOnly replaces (2)-(4).
+//
+// Cost: linear in the nodes. The walk's state is per value, in arrays
+// indexed by ValueSlots (graph.h), not in maps; a copy is a small record
+// until Assemble makes its node. In the walk, each predicate sits next to the
+// rewrite it calls for: NeedsHostCopy / MakeHostCopy, NeedsDeviceCopy /
+// MakeDeviceCopy, HasDeviceLayout / RefuseConstantCopy. The driver,
+// PlaceAndCopy, is at the bottom.
 #include "passes/place_and_copy.h"
 
-#include <deque>
-#include <map>
+#include <string_view>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "passes/alias.h"
 #include "passes/diagnostic_codes.h"
@@ -75,9 +79,17 @@ Device DelegateDevice(const ProgramIndex& index, const Node& delegate) {
 
 namespace {
 
-std::string DeviceTag(Device d) {
-  return d.is_host() ? "cpu" : absl::StrCat("cuda", d.index);
+// Appends "cpu" or "cuda<index>" (a copy's name suffix).
+void AppendDeviceTag(Device d, std::string* out) {
+  if (d.is_host())
+    absl::StrAppend(out, "cpu");
+  else
+    absl::StrAppend(out, "cuda", d.index);
 }
+
+// Every copy name contains this, so only names containing it can collide
+// with one.
+constexpr char kCopyInfix[] = "_to_";
 
 // The value a read of `v` stands for: the storage root when `v` has the
 // root's layout (the root itself, a getitem, an in-place result), else the
@@ -120,9 +132,13 @@ absl::Status RewriteOperands(Node& node, Fn&& fn) {
 //   x_to_cuda0 = _h2d_copy(x); u = D1(x_to_cuda0)  ==>  u = D1(x)
 absl::Status StripCopies(Method& method) {
   const int32_t n = static_cast<int32_t>(method.nodes.size());
+  bool any = false;
+  for (const Node& node : method.nodes)
+    any |= IsH2DCopy(node) || IsD2HCopy(node);
+  if (!any) return absl::OkStatus();  // nothing to strip
   std::vector<ValueId> replacement(n);
   std::vector<int32_t> new_index(n, -1);
-  bool any = false;
+  any = false;
   for (int32_t i = 0; i < n; ++i) {
     replacement[i] = ValueId{i, -1};
     const Node& node = method.nodes[i];
@@ -157,19 +173,22 @@ absl::Status StripCopies(Method& method) {
 }
 
 // What phase 2 hands on: where each storage starts, and which getitem names
-// each device tuple element.
+// each device tuple element. Per value slot (ValueSlots) of the method.
 struct Homes {
-  absl::flat_hash_map<ValueId, Device> home;     // absent: the host
-  absl::flat_hash_map<ValueId, ValueId> origin;  // absent: the root itself
+  explicit Homes(const ValueSlots& value_slots)
+      : slots(value_slots),
+        home(value_slots.size(), Device::Cpu()),
+        origin(value_slots.size()) {}
 
-  Device Of(ValueId root) const {
-    auto it = home.find(root);
-    return it == home.end() ? Device::Cpu() : it->second;
-  }
+  const ValueSlots& slots;
+  std::vector<Device> home;     // per slot: the host unless set
+  std::vector<ValueId> origin;  // per slot: invalid means the root itself
+
+  Device Of(ValueId root) const { return home[slots.Of(root)]; }
   // The value that names `root` on its device: its first getitem.
   ValueId Origin(ValueId root) const {
-    auto it = origin.find(root);
-    return it == origin.end() ? root : it->second;
+    const ValueId o = origin[slots.Of(root)];
+    return o.valid() ? o : root;
   }
 };
 
@@ -188,20 +207,26 @@ struct WalkOptions {
 class AssignHomes {
  public:
   AssignHomes(const ProgramIndex& program, const Method& method,
-              const StorageRoots& roots, const WalkOptions& options)
-      : program_(program), method_(method), roots_(roots), options_(options) {}
+              const StorageRoots& roots, const ValueSlots& slots,
+              const WalkOptions& options)
+      : program_(program),
+        method_(method),
+        roots_(roots),
+        slots_(slots),
+        options_(options) {}
 
   Homes Run() {
-    Homes homes;
+    Homes homes(slots_);
     const int32_t n = static_cast<int32_t>(method_.nodes.size());
     for (int32_t i = 0; i < n; ++i) {
       const Node& node = method_.nodes[i];
       if (node.kind != NodeKind::kDelegate) continue;
       Device d = DelegateDevice(program_, node);
       if (d.is_host()) continue;  // a host delegate's results are host values
-      if (node.result == ResultKind::kTensor) homes.home[ValueId{i, -1}] = d;
+      if (node.result == ResultKind::kTensor)
+        homes.home[slots_.Of(ValueId{i, -1})] = d;
       for (int32_t e = 0; e < static_cast<int32_t>(node.tuple.size()); ++e)
-        homes.home[ValueId{i, e}] = d;
+        homes.home[slots_.Of(ValueId{i, e})] = d;
       if (!options_.skip_h2d) continue;  // inputs start on the host
       ForEachOperand(node, [&](const ValueId& v) {
         ValueId root = roots_.RootOf(v);
@@ -214,13 +239,17 @@ class AssignHomes {
         if (input.kind != NodeKind::kInput ||
             input.input_kind != InputKind::kUserInput)
           return;
-        homes.home.try_emplace(root, d);  // the first reader wins
+        // The first reader wins (d is a device, so a set home is not the
+        // host).
+        Device& home = homes.home[slots_.Of(root)];
+        if (home.is_host()) home = d;
       });
     }
     for (int32_t i = 0; i < n; ++i) {
       const Node& node = method_.nodes[i];
-      if (node.kind == NodeKind::kGetItem)
-        homes.origin.try_emplace(roots_.RootOf(ValueId{i, -1}), ValueId{i, -1});
+      if (node.kind != NodeKind::kGetItem) continue;
+      ValueId& origin = homes.origin[slots_.Of(roots_.RootOf(ValueId{i, -1}))];
+      if (!origin.valid()) origin = ValueId{i, -1};  // the first getitem
     }
     return homes;
   }
@@ -229,16 +258,26 @@ class AssignHomes {
   const ProgramIndex& program_;
   const Method& method_;
   const StorageRoots& roots_;
+  const ValueSlots& slots_;
   const WalkOptions& options_;
 };
 
-// What phase 3 hands to phase 4: the copies (numbered n + k, after the
-// method's n nodes) and where each goes: before its reader (H2D) or after
-// its source (D2H).
+// A copy the walk decided on, made into a node by phase 4. Copies are
+// numbered n + k after the method's n nodes ("tokens"); `source` is a token.
+struct PlannedCopy {
+  bool to_host = false;  // a D2H (else an H2D)
+  ValueId source;
+  Device to;
+  std::string name;
+  bool at_load = false;
+  // An H2D goes right before this node (its reader), a D2H right after it
+  // (its source's node).
+  int32_t anchor = -1;
+};
+
+// What phase 3 hands to phase 4: the copies, in the order they were made.
 struct Walked {
-  std::deque<Node> copies;  // a deque keeps names in place for names_
-  std::vector<std::vector<int32_t>> before;  // per node: H2Ds before it
-  std::vector<std::vector<int32_t>> after;   // per node: D2Hs after it
+  std::vector<PlannedCopy> copies;
 };
 
 // Phase 3: the coherence walk. Rewrites every operand to the value to read
@@ -257,19 +296,23 @@ struct Walked {
 class CoherenceWalk {
  public:
   CoherenceWalk(const ProgramIndex& program, Method& method,
-                const StorageRoots& roots, const Homes& homes,
-                const WalkOptions& options, Diagnostics& diagnostics)
+                const StorageRoots& roots, const ValueSlots& slots,
+                const Homes& homes, const WalkOptions& options,
+                Diagnostics& diagnostics)
       : program_(program),
         method_(method),
         roots_(roots),
+        slots_(slots),
         homes_(homes),
         options_(options),
         diagnostics_(diagnostics),
-        n_(static_cast<int32_t>(method.nodes.size())) {
-    walked_.before.resize(n_);
-    walked_.after.resize(n_);
-    names_.reserve(method.nodes.size());
-    for (const Node& node : method.nodes) names_.insert(node.name);
+        n_(static_cast<int32_t>(method.nodes.size())),
+        version_(slots.size(), 0),
+        host_copy_(slots.size()),
+        first_device_copy_(slots.size(), -1) {
+    // A copy's name contains kCopyInfix, so only such names can collide.
+    for (const Node& node : method.nodes)
+      if (absl::StrContains(node.name, kCopyInfix)) names_.insert(node.name);
   }
 
   absl::StatusOr<Walked> Run() {
@@ -279,10 +322,7 @@ class CoherenceWalk {
   }
 
  private:
-  int32_t Version(ValueId root) const {
-    auto it = version_.find(root);
-    return it == version_.end() ? 0 : it->second;
-  }
+  int32_t Version(ValueId root) const { return version_[slots_.Of(root)]; }
   bool IsDeviceInput(ValueId root) const {
     if (root.element >= 0 || homes_.Of(root).is_host()) return false;
     return method_.nodes[root.node].kind == NodeKind::kInput;
@@ -334,8 +374,8 @@ class CoherenceWalk {
     if (!NeedsHostCopy(v)) return v;
     const ValueId root = roots_.RootOf(v);
     // Shared: the host copy of a storage stays valid (the policy above).
-    if (auto it = host_copy_.find(root); it != host_copy_.end())
-      return it->second;
+    if (const ValueId shared = host_copy_[slots_.Of(root)]; shared.valid())
+      return shared;
     return MakeHostCopy(v, root);
   }
 
@@ -344,21 +384,22 @@ class CoherenceWalk {
     if (!method_.Spec(v)) return v;  // a scalar lives nowhere in particular
     const ValueId root = roots_.RootOf(v);
     if (!NeedsDeviceCopy(v, d)) return Resident(v, root);
-    const CopyKey key{Canonical(method_, roots_, v), Version(root), d};
+    const ValueId canonical = Canonical(method_, roots_, v);
+    const int32_t version = Version(root);
     // Shared by every reader at this version on this device (the policy).
-    if (auto it = device_copy_.find(key); it != device_copy_.end())
-      return it->second;
+    if (const ValueId* shared = FindDeviceCopy(canonical, version, d))
+      return *shared;
     const bool program_data =
         root.element < 0 && IsProgramDataNode(method_.nodes[root.node]);
     if (program_data && !HasDeviceLayout(root)) {
       // Refused (an error): the reader keeps the host value, once per key.
       RefuseConstantCopy(root, reader);
-      device_copy_[key] = v;
+      AddDeviceCopy(canonical, version, d, v);
       return v;
     }
     absl::StatusOr<ValueId> copy = MakeDeviceCopy(v, d, reader);
     if (!copy.ok()) return copy.status();
-    device_copy_[key] = *copy;
+    AddDeviceCopy(canonical, version, d, *copy);
     return copy;
   }
 
@@ -389,13 +430,15 @@ class CoherenceWalk {
   // t_to_cpu = _d2h_copy(t), right after t (or the getitem naming it).
   absl::StatusOr<ValueId> MakeHostCopy(ValueId v, ValueId root) {
     const ValueId source = Resident(v, root);
-    absl::StatusOr<ValueId> copy =
-        MakeCopy(kD2HCopyOp, source, Device::Cpu(),
-                 absl::StrCat(NameOf(source), "_to_cpu"));
-    if (!copy.ok()) return copy.status();
     FERRY_RET_CHECK(source.node >= 0 && source.node < n_);
-    walked_.after[source.node].push_back(copy->node);
-    host_copy_[root] = *copy;
+    std::string name;
+    AppendName(source, &name);
+    absl::StrAppend(&name, kCopyInfix, "cpu");
+    absl::StatusOr<ValueId> copy =
+        MakeCopy(/*to_host=*/true, source, Device::Cpu(), std::move(name),
+                 /*anchor=*/source.node);
+    if (!copy.ok()) return copy.status();
+    host_copy_[slots_.Of(root)] = *copy;
     if (IsDeviceInput(root)) WarnSharedInputCopy(root);
     return copy;
   }
@@ -416,13 +459,14 @@ class CoherenceWalk {
     absl::StatusOr<ValueId> source = HostValue(v);
     if (!source.ok()) return source.status();
     const bool whole = Canonical(method_, roots_, v) == root;
-    std::string name = absl::StrCat(NameOf(whole ? homes_.Origin(root) : v),
-                                    "_to_", DeviceTag(d));
+    std::string name;
+    AppendName(whole ? homes_.Origin(root) : v, &name);
+    absl::StrAppend(&name, kCopyInfix);
+    AppendDeviceTag(d, &name);
     if (version > 0) absl::StrAppend(&name, "_v", version);
     absl::StatusOr<ValueId> copy =
-        MakeCopy(kH2DCopyOp, *source, d, std::move(name));
+        MakeCopy(/*to_host=*/false, *source, d, std::move(name), reader);
     if (!copy.ok()) return copy.status();
-    walked_.before[reader].push_back(copy->node);
     if (root.element < 0 && IsProgramDataNode(method_.nodes[root.node])) {
       if (options_.at_load && version == 0)
         walked_.copies[copy->node - n_].at_load = true;
@@ -466,44 +510,61 @@ class CoherenceWalk {
   // --- Copies
   // ------------------------------------------------------------------
 
+  // The spec of `token`: a copy has its (original) source's.
   const TensorSpec* SpecOf(ValueId token) const {
-    if (token.node < n_) return method_.Spec(token);
-    return &walked_.copies[token.node - n_].tensor;
+    while (token.node >= n_) token = walked_.copies[token.node - n_].source;
+    return method_.Spec(token);
   }
-  std::string NameOf(ValueId token) const {
-    if (token.node < n_) {
-      const Node& node = method_.nodes[token.node];
-      return token.element < 0 ? node.name
-                               : absl::StrCat(node.name, "_", token.element);
+  // Appends the name of `token`: a node's, "node_e" for element e, or a
+  // copy's.
+  void AppendName(ValueId token, std::string* out) const {
+    if (token.node >= n_) {
+      absl::StrAppend(out, walked_.copies[token.node - n_].name);
+      return;
     }
-    return walked_.copies[token.node - n_].name;
+    const Node& node = method_.nodes[token.node];
+    absl::StrAppend(out, node.name);
+    if (token.element >= 0) absl::StrAppend(out, "_", token.element);
   }
-  std::string UniqueName(std::string base) const {
+  // `base`, or base_1, base_2, ... when a node or an earlier copy has it.
+  std::string UniqueName(std::string base) {
     std::string name = base;
     for (int k = 1; names_.contains(name); ++k)
       name = absl::StrCat(base, "_", k);
+    names_.insert(name);
     return name;
   }
 
-  absl::StatusOr<ValueId> MakeCopy(std::string_view op, ValueId source,
-                                   Device to, std::string name) {
-    const TensorSpec* spec = SpecOf(source);
-    FERRY_RET_CHECK(spec != nullptr);  // callers copy tensors only
-    const OpInfo* info = LookupOp(op);
-    FERRY_RET_CHECK(info != nullptr);  // the copy operators are registered
-    Node copy;
-    copy.kind = NodeKind::kCall;
-    copy.target = std::string(op);
-    copy.schema = info->schema;
+  absl::StatusOr<ValueId> MakeCopy(bool to_host, ValueId source, Device to,
+                                   std::string name, int32_t anchor) {
+    // Callers copy tensors only.
+    FERRY_RET_CHECK(SpecOf(source) != nullptr);
+    PlannedCopy& copy = walked_.copies.emplace_back();
+    copy.to_host = to_host;
+    copy.source = source;
+    copy.to = to;
     copy.name = UniqueName(std::move(name));
-    copy.args.push_back(Argument::Value(source));
-    copy.result = ResultKind::kTensor;
-    copy.tensor = *spec;
-    copy.tensor.memory = MemoryPlacement{};
-    copy.tensor.SetDevice(to);
-    walked_.copies.push_back(std::move(copy));
-    names_.insert(walked_.copies.back().name);  // the deque keeps it in place
+    copy.anchor = anchor;
     return ValueId{n_ + static_cast<int32_t>(walked_.copies.size()) - 1, -1};
+  }
+
+  // The copy shared at (canonical value, version, device), or null. Each
+  // value's copies are a short list in device_copies_ (one per device and
+  // version it was copied at).
+  const ValueId* FindDeviceCopy(ValueId canonical, int32_t version,
+                                Device d) const {
+    for (int32_t k = first_device_copy_[slots_.Of(canonical)]; k != -1;
+         k = device_copies_[k].next) {
+      const DeviceCopy& c = device_copies_[k];
+      if (c.version == version && c.device == d) return &c.copy;
+    }
+    return nullptr;
+  }
+  void AddDeviceCopy(ValueId canonical, int32_t version, Device d,
+                     ValueId copy) {
+    int32_t& first = first_device_copy_[slots_.Of(canonical)];
+    device_copies_.push_back(DeviceCopy{version, d, copy, first});
+    first = static_cast<int32_t>(device_copies_.size()) - 1;
   }
 
   // --- Writes and warnings
@@ -522,7 +583,7 @@ class CoherenceWalk {
           {method_.nodes[root.node].name, method_.nodes[writer].name},
           "do not skip the H2D copy of inputs that are written in place");
     }
-    ++version_[root];
+    ++version_[slots_.Of(root)];
   }
 
   void WarnConstantCopy(ValueId root, int32_t reader) {
@@ -569,36 +630,37 @@ class CoherenceWalk {
         "the output's D2H copy");
   }
 
+  struct DeviceCopy {
+    int32_t version;
+    Device device;
+    ValueId copy;  // the copy, or the host value when it was refused
+    int32_t next;  // the value's next entry, or -1
+  };
+
   const ProgramIndex& program_;
   Method& method_;
   const StorageRoots& roots_;
+  const ValueSlots& slots_;
   const Homes& homes_;
   const WalkOptions& options_;
   Diagnostics& diagnostics_;
   const int32_t n_;
   Walked walked_;
-  // Views of the node and copy names (both stay in place during the walk).
-  absl::flat_hash_set<absl::string_view> names_;
-  absl::flat_hash_map<ValueId, int32_t> version_;
-  absl::flat_hash_map<ValueId, ValueId> host_copy_;
-  struct CopyKey {
-    ValueId value;  // the canonical value
-    int32_t version;
-    Device device;
-    friend bool operator==(const CopyKey&, const CopyKey&) = default;
-    template <typename H>
-    friend H AbslHashValue(H h, const CopyKey& k) {
-      return H::combine(std::move(h), k.value, k.version,
-                        static_cast<int>(k.device.type), k.device.index);
-    }
-  };
-  absl::flat_hash_map<CopyKey, ValueId> device_copy_;
+  // The node names that could collide with a copy's, and the copies' names.
+  absl::flat_hash_set<std::string> names_;
+  std::vector<int32_t> version_;    // per slot: host writes so far
+  std::vector<ValueId> host_copy_;  // per slot: the D2H made, or invalid
+  std::vector<int32_t> first_device_copy_;  // per slot: into device_copies_
+  std::vector<DeviceCopy> device_copies_;
   absl::flat_hash_set<ValueId> warned_;
   absl::flat_hash_set<ValueId> refused_;
 };
 
-// Phase 4: every value's device on its spec, then the copies laid out: each
-// H2D right before its reader, each D2H right after its source.
+// Phase 4: every value's device on its spec, and the placed node list
+// built in one walk: each H2D right before its reader, each D2H right after
+// its source. Each node is moved once, each copy made in its place, and
+// operands are renumbered as they are placed (every operand is placed
+// before its reader).
 //
 //   nodes [x, D1, ...], copies [x_to_cuda0 before D1]
 //   ==> [x, x_to_cuda0, D1, ...]; D1's results labelled cuda:0
@@ -609,32 +671,58 @@ class Assemble {
 
   absl::Status Run(Walked walked) {
     const int32_t n = static_cast<int32_t>(method_.nodes.size());
-    for (int32_t i = 0; i < n; ++i) {
-      Node& node = method_.nodes[i];
-      if (node.result == ResultKind::kTensor)
-        Label(node.tensor, ValueId{i, -1});
-      for (int32_t e = 0; e < static_cast<int32_t>(node.tuple.size()); ++e)
-        Label(node.tuple[e], ValueId{i, e});
+    if (walked.copies.empty()) {  // nothing to lay out
+      for (int32_t i = 0; i < n; ++i) LabelNode(i);
+      return absl::OkStatus();
     }
-    if (walked.copies.empty()) return absl::OkStatus();  // nothing to lay out
-    FERRY_RET_CHECK(static_cast<int32_t>(walked.before.size()) == n &&
-                    static_cast<int32_t>(walked.after.size()) == n);
-    std::vector<int32_t> final_index(n + walked.copies.size(), -1);
-    int32_t next = 0;
+    h2d_op_ = LookupOp(kH2DCopyOp);
+    d2h_op_ = LookupOp(kD2HCopyOp);
+    FERRY_RET_CHECK(h2d_op_ != nullptr && d2h_op_ != nullptr);  // registered
+    std::vector<PlannedCopy>& copies = walked.copies;
+    const int32_t count = static_cast<int32_t>(copies.size());
+    // The H2Ds in the order made, which is their readers' order; the D2Hs
+    // grouped by source node (a counting sort, stable).
+    std::vector<int32_t> h2ds;
+    std::vector<int32_t> d2h_start(n + 1, 0);
+    for (int32_t c = 0; c < count; ++c) {
+      FERRY_RET_CHECK(copies[c].anchor >= 0 && copies[c].anchor < n);
+      if (copies[c].to_host) {
+        ++d2h_start[copies[c].anchor + 1];
+      } else {
+        FERRY_RET_CHECK(h2ds.empty() ||
+                        copies[h2ds.back()].anchor <= copies[c].anchor);
+        h2ds.push_back(c);
+      }
+    }
+    for (int32_t i = 0; i < n; ++i) d2h_start[i + 1] += d2h_start[i];
+    std::vector<int32_t> d2hs(d2h_start[n]);
+    {
+      std::vector<int32_t> next(d2h_start.begin(), d2h_start.end() - 1);
+      for (int32_t c = 0; c < count; ++c)
+        if (copies[c].to_host) d2hs[next[copies[c].anchor]++] = c;
+    }
+
+    final_index_.assign(n + count, -1);
+    placed_.reserve(n + count);
+    size_t next_h2d = 0;
     for (int32_t i = 0; i < n; ++i) {
-      for (int32_t c : walked.before[i]) final_index[c] = next++;
-      final_index[i] = next++;
-      for (int32_t c : walked.after[i]) final_index[c] = next++;
+      for (; next_h2d < h2ds.size() && copies[h2ds[next_h2d]].anchor == i;
+           ++next_h2d)
+        if (absl::Status placed = PlaceCopy(n, h2ds[next_h2d], copies);
+            !placed.ok())
+          return placed;
+      LabelNode(i);
+      final_index_[i] = static_cast<int32_t>(placed_.size());
+      placed_.push_back(std::move(method_.nodes[i]));
+      if (absl::Status renumbered = Renumber(placed_.back()); !renumbered.ok())
+        return renumbered;
+      for (int32_t k = d2h_start[i]; k < d2h_start[i + 1]; ++k)
+        if (absl::Status placed = PlaceCopy(n, d2hs[k], copies); !placed.ok())
+          return placed;
     }
     // Every copy has exactly one place.
-    FERRY_RET_CHECK(next == static_cast<int32_t>(final_index.size()));
-    std::vector<Node> nodes(next);
-    for (int32_t i = 0; i < n; ++i)
-      nodes[final_index[i]] = std::move(method_.nodes[i]);
-    for (size_t c = 0; c < walked.copies.size(); ++c)
-      nodes[final_index[n + c]] = std::move(walked.copies[c]);
-    RenumberOperands(nodes, final_index);
-    method_.nodes = std::move(nodes);
+    FERRY_RET_CHECK(placed_.size() == final_index_.size());
+    method_.nodes = std::move(placed_);
     return absl::OkStatus();
   }
 
@@ -647,10 +735,57 @@ class Assemble {
     else
       spec.device = Device::Cpu();
   }
+  void LabelNode(int32_t i) {
+    Node& node = method_.nodes[i];
+    if (node.result == ResultKind::kTensor) Label(node.tensor, ValueId{i, -1});
+    for (int32_t e = 0; e < static_cast<int32_t>(node.tuple.size()); ++e)
+      Label(node.tuple[e], ValueId{i, e});
+  }
+
+  // Points `node`'s operands (tokens) at their places.
+  absl::Status Renumber(Node& node) {
+    bool placed = true;
+    ForEachOperandMutable(node, [&](ValueId& v) {
+      v.node = final_index_[v.node];
+      placed &= v.node >= 0;
+    });
+    FERRY_RET_CHECK(placed);  // every operand comes before its reader
+    return absl::OkStatus();
+  }
+
+  // The node of copy `c` (token n + c), appended: its source's spec on its
+  // device.
+  absl::Status PlaceCopy(int32_t n, int32_t c,
+                         std::vector<PlannedCopy>& copies) {
+    PlannedCopy& planned = copies[c];
+    const int32_t source = final_index_[planned.source.node];
+    FERRY_RET_CHECK(source >= 0);  // placed before the copy
+    // The walk copies tensors only.
+    FERRY_RET_CHECK(placed_[source].Spec(planned.source.element) != nullptr);
+    const OpInfo* op = planned.to_host ? d2h_op_ : h2d_op_;
+    final_index_[n + c] = static_cast<int32_t>(placed_.size());
+    Node& copy = placed_.emplace_back();  // reserved: nothing moves
+    copy.kind = NodeKind::kCall;
+    copy.target = std::string(planned.to_host ? kD2HCopyOp : kH2DCopyOp);
+    copy.schema = op->schema;
+    copy.name = std::move(planned.name);
+    copy.at_load = planned.at_load;
+    copy.args.push_back(
+        Argument::Value(ValueId{source, planned.source.element}));
+    copy.result = ResultKind::kTensor;
+    copy.tensor = *placed_[source].Spec(planned.source.element);
+    copy.tensor.memory = MemoryPlacement{};
+    copy.tensor.SetDevice(planned.to);
+    return absl::OkStatus();
+  }
 
   Method& method_;
   const StorageRoots& roots_;
   const Homes& homes_;
+  const OpInfo* h2d_op_ = nullptr;
+  const OpInfo* d2h_op_ = nullptr;
+  std::vector<int32_t> final_index_;  // per token (node, then copy)
+  std::vector<Node> placed_;
 };
 
 // Without device memory planning there are no copies: only delegate results
@@ -680,9 +815,11 @@ absl::StatusOr<int64_t> PlaceMethod(const ProgramIndex& index, Method& method,
                                     const WalkOptions& options,
                                     Diagnostics& diagnostics) {
   const StorageRoots roots(method);
-  const Homes homes = AssignHomes(index, method, roots, options).Run();
+  const ValueSlots slots(method);
+  const Homes homes = AssignHomes(index, method, roots, slots, options).Run();
   absl::StatusOr<Walked> walked =
-      CoherenceWalk(index, method, roots, homes, options, diagnostics).Run();
+      CoherenceWalk(index, method, roots, slots, homes, options, diagnostics)
+          .Run();
   if (!walked.ok()) return walked.status();
   const int64_t copies = static_cast<int64_t>(walked->copies.size());
   if (absl::Status assembled =

@@ -20,14 +20,15 @@
 // Blocks; (2) AssignOffsets makes one arena per device and gives each block
 // an offset with a best-fit FreeListAllocator: the ArenaPlan; (3) Apply
 // writes the arenas and the placements on every value, aliases included.
-// The driver, PlanMemory, is at the bottom; it clears an earlier plan first.
+// The driver, PlanMemory, is at the bottom; Apply replaces an earlier plan.
 #include "passes/plan_memory.h"
 
 #include <algorithm>
 #include <climits>
 #include <map>
-#include <set>
 
+#include "absl/container/btree_map.h"
+#include "absl/container/btree_set.h"
 #include "absl/strings/str_cat.h"
 #include "passes/alias.h"
 #include "passes/diagnostic_codes.h"
@@ -69,25 +70,27 @@ class CollectBlocks {
         options_(options),
         diagnostics_(diagnostics) {}
 
+  // One walk from the last node back: when node i is reached, every reader
+  // of its results (all later) has been seen, so its blocks' lifetimes are
+  // known. Blocks are collected last to first and reversed at the end, so
+  // they come in node order (the whole result, then tuple elements).
   std::vector<Block> Run() {
     const int32_t n = static_cast<int32_t>(method_.nodes.size());
     last_use_.assign(slots_.size(), -1);
     is_output_.assign(slots_.size(), 0);
-    for (int32_t i = 0; i < n; ++i) {
+    for (int32_t i = n - 1; i >= 0; --i) {
       const Node& node = method_.nodes[i];
+      for (int32_t e = static_cast<int32_t>(node.tuple.size()) - 1; e >= 0; --e)
+        Consider(ValueId{i, e}, node.tuple[e], node, i);
+      if (node.result == ResultKind::kTensor)
+        Consider(ValueId{i, -1}, node.tensor, node, i);
       ForEachOperand(node, [&](const ValueId& v) {
         const int32_t slot = slots_.Of(roots_.RootOf(v));
         last_use_[slot] = std::max(last_use_[slot], i);
         if (node.kind == NodeKind::kOutput) is_output_[slot] = 1;
       });
     }
-    for (int32_t i = 0; i < n; ++i) {
-      const Node& node = method_.nodes[i];
-      if (node.result == ResultKind::kTensor)
-        Consider(ValueId{i, -1}, node.tensor, node, i);
-      for (int32_t e = 0; e < static_cast<int32_t>(node.tuple.size()); ++e)
-        Consider(ValueId{i, e}, node.tuple[e], node, i);
-    }
+    std::reverse(blocks_.begin(), blocks_.end());
     return std::move(blocks_);
   }
 
@@ -156,8 +159,8 @@ class FreeListAllocator {
     if (!by_offset_.empty()) {
       auto last = std::prev(by_offset_.end());
       if (last->first + last->second == top_) {
-        int64_t offset = last->first;
-        RemoveHole(last->first, last->second);
+        const int64_t offset = last->first;
+        RemoveHole(offset, last->second);
         top_ = offset + size;
         peak_ = std::max(peak_, top_);
         return offset;
@@ -201,8 +204,9 @@ class FreeListAllocator {
     by_size_.erase({size, offset});
   }
 
-  std::map<int64_t, int64_t> by_offset_;
-  std::set<std::pair<int64_t, int64_t>> by_size_;
+  // B-trees: ordered like std::map/std::set, without a heap node per hole.
+  absl::btree_map<int64_t, int64_t> by_offset_;
+  absl::btree_set<std::pair<int64_t, int64_t>> by_size_;
   int64_t top_ = 0;
   int64_t peak_ = 0;
 };
@@ -222,7 +226,10 @@ struct ArenaPlan {
 //   ==> t at 0, s at 64, u at 0; arena 128 B, lower bound 128 B
 class AssignOffsets {
  public:
-  explicit AssignOffsets(std::vector<Block>& blocks) : blocks_(blocks) {}
+  // `steps`: the method's node count; every block's first and last step is
+  // at most that.
+  AssignOffsets(std::vector<Block>& blocks, int32_t steps)
+      : blocks_(blocks), steps_(steps) {}
 
   absl::StatusOr<ArenaPlan> Run() {
     ArenaPlan plan;
@@ -248,15 +255,12 @@ class AssignOffsets {
     std::vector<int64_t> live(arena_of.size(), 0);
 
     const int32_t count = static_cast<int32_t>(blocks_.size());
-    std::vector<int32_t> by_first(count), by_last(count);
-    for (int32_t k = 0; k < count; ++k) by_first[k] = by_last[k] = k;
-    std::stable_sort(by_first.begin(), by_first.end(),
-                     [&](int32_t x, int32_t y) {
-                       return blocks_[x].first < blocks_[y].first;
-                     });
-    std::stable_sort(by_last.begin(), by_last.end(), [&](int32_t x, int32_t y) {
-      return blocks_[x].last < blocks_[y].last;
-    });
+    const std::vector<int32_t> by_first =
+        SortedBy([](const Block& b) { return b.first; });
+    const std::vector<int32_t> by_last =
+        SortedBy([](const Block& b) { return b.last; });
+    FERRY_RET_CHECK(static_cast<int32_t>(by_first.size()) == count &&
+                    static_cast<int32_t>(by_last.size()) == count);
     for (int32_t next_def = 0, next_free = 0; next_def < count;) {
       const int32_t t = blocks_[by_first[next_def]].first;
       for (; next_def < count && blocks_[by_first[next_def]].first == t;
@@ -285,11 +289,31 @@ class AssignOffsets {
   }
 
  private:
+  // The block indices ordered by step(block), ties in block order: a
+  // counting sort over the steps 0..steps_ (linear, where a comparison sort
+  // is n log n). Empty when a step is out of range (an internal error).
+  template <typename StepFn>
+  std::vector<int32_t> SortedBy(StepFn step) const {
+    std::vector<int32_t> start(static_cast<size_t>(steps_) + 2, 0);
+    for (const Block& b : blocks_) {
+      const int32_t t = step(b);
+      if (t < 0 || t > steps_) return {};
+      ++start[t + 1];
+    }
+    for (int32_t t = 0; t <= steps_; ++t) start[t + 1] += start[t];
+    std::vector<int32_t> order(blocks_.size());
+    for (int32_t k = 0; k < static_cast<int32_t>(blocks_.size()); ++k)
+      order[start[step(blocks_[k])]++] = k;
+    return order;
+  }
+
   std::vector<Block>& blocks_;
+  const int32_t steps_;
 };
 
 // Phase 3: the plan on the method: its arenas, and a placement on every
-// value, aliases (views, in-place results, getitems) through their roots.
+// value, aliases (views, in-place results, getitems) through their roots;
+// a value left unplanned gets none, so an earlier plan does not survive.
 //
 //   t at 0 in arena 0; v = view(t)  ==>  t.memory = v.memory = {0, 0, 64}
 absl::Status Apply(Method& method, const StorageRoots& roots,
@@ -305,23 +329,14 @@ absl::Status Apply(Method& method, const StorageRoots& roots,
   }
   for (int32_t i = 0; i < static_cast<int32_t>(method.nodes.size()); ++i) {
     Node& node = method.nodes[i];
-    if (node.result == ResultKind::kTensor)
-      node.tensor.memory = placement[slots.Of(roots.RootOf(ValueId{i, -1}))];
+    node.tensor.memory = node.result == ResultKind::kTensor
+                             ? placement[slots.Of(roots.RootOf(ValueId{i, -1}))]
+                             : MemoryPlacement{};
     for (int32_t e = 0; e < static_cast<int32_t>(node.tuple.size()); ++e)
       node.tuple[e].memory = placement[slots.Of(ValueId{i, e})];
   }
   method.arenas = std::move(plan.arenas);
   return absl::OkStatus();
-}
-
-// A plan from an earlier run goes first, so running the pass on its own
-// output changes nothing.
-void ClearPlan(Method& method) {
-  method.arenas.clear();
-  for (Node& node : method.nodes) {
-    node.tensor.memory = MemoryPlacement{};
-    for (TensorSpec& s : node.tuple) s.memory = MemoryPlacement{};
-  }
 }
 
 }  // namespace
@@ -333,12 +348,14 @@ absl::StatusOr<PassStats> PlanMemory(Program& program,
   int64_t planned = 0;
   for (Method& method : program.methods) {
     diagnostics.SetMethod(method.name);
-    ClearPlan(method);
+    // An earlier plan is replaced whole by Apply (every value's placement
+    // and the arenas), so running the pass on its output changes nothing.
     const StorageRoots roots(method);
     const ValueSlots slots(method);
     std::vector<Block> blocks =
         CollectBlocks(method, roots, slots, options, diagnostics).Run();
-    absl::StatusOr<ArenaPlan> plan = AssignOffsets(blocks).Run();
+    absl::StatusOr<ArenaPlan> plan =
+        AssignOffsets(blocks, static_cast<int32_t>(method.nodes.size())).Run();
     if (!plan.ok()) return plan.status();
     if (absl::Status applied =
             Apply(method, roots, slots, blocks, *std::move(plan));
