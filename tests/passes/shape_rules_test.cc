@@ -187,7 +187,7 @@ TEST(TextTest, SpecsAndTypes) {
   spec.dtype = DType::kF32;
   spec.sizes = {2, 3};
   EXPECT_EQ(SpecText(spec), "f32[2,3]");
-  spec.sizes = {};
+  spec.sizes.clear();
   EXPECT_EQ(SpecText(spec), "f32[]");
   OpSchema schema = *ParseSchema(
       "x::f(Tensor a, int[2]? b, Tensor?[] c, Scalar d, SymInt[] e) -> Tensor");
