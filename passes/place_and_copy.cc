@@ -49,6 +49,7 @@
 // PlaceAndCopy, is at the bottom.
 #include "passes/place_and_copy.h"
 
+#include <deque>
 #include <string_view>
 
 #include "absl/container/flat_hash_set.h"
@@ -268,7 +269,6 @@ struct PlannedCopy {
   bool to_host = false;  // a D2H (else an H2D)
   ValueId source;
   Device to;
-  std::string name;
   bool at_load = false;
   // An H2D goes right before this node (its reader), a D2H right after it
   // (its source's node).
@@ -278,6 +278,9 @@ struct PlannedCopy {
 // What phase 3 hands to phase 4: the copies, in the order they were made.
 struct Walked {
   std::vector<PlannedCopy> copies;
+  // names[k]: copy k's name (a deque: names stay in place, so the walk's
+  // set of taken names can refer to them).
+  std::deque<std::string> names;
 };
 
 // Phase 3: the coherence walk. Rewrites every operand to the value to read
@@ -519,20 +522,20 @@ class CoherenceWalk {
   // copy's.
   void AppendName(ValueId token, std::string* out) const {
     if (token.node >= n_) {
-      absl::StrAppend(out, walked_.copies[token.node - n_].name);
+      absl::StrAppend(out, walked_.names[token.node - n_]);
       return;
     }
     const Node& node = method_.nodes[token.node];
     absl::StrAppend(out, node.name);
     if (token.element >= 0) absl::StrAppend(out, "_", token.element);
   }
-  // `base`, or base_1, base_2, ... when a node or an earlier copy has it.
-  std::string UniqueName(std::string base) {
+  // `base`, or base_1, base_2, ... when a node or an earlier copy has it;
+  // kept as the next copy's name.
+  void AddUniqueName(std::string base) {
     std::string name = base;
     for (int k = 1; names_.contains(name); ++k)
       name = absl::StrCat(base, "_", k);
-    names_.insert(name);
-    return name;
+    names_.insert(walked_.names.emplace_back(std::move(name)));
   }
 
   absl::StatusOr<ValueId> MakeCopy(bool to_host, ValueId source, Device to,
@@ -543,7 +546,7 @@ class CoherenceWalk {
     copy.to_host = to_host;
     copy.source = source;
     copy.to = to;
-    copy.name = UniqueName(std::move(name));
+    AddUniqueName(std::move(name));
     copy.anchor = anchor;
     return ValueId{n_ + static_cast<int32_t>(walked_.copies.size()) - 1, -1};
   }
@@ -647,7 +650,7 @@ class CoherenceWalk {
   const int32_t n_;
   Walked walked_;
   // The node names that could collide with a copy's, and the copies' names.
-  absl::flat_hash_set<std::string> names_;
+  absl::flat_hash_set<absl::string_view> names_;
   std::vector<int32_t> version_;    // per slot: host writes so far
   std::vector<ValueId> host_copy_;  // per slot: the D2H made, or invalid
   std::vector<int32_t> first_device_copy_;  // per slot: into device_copies_
@@ -708,7 +711,7 @@ class Assemble {
     for (int32_t i = 0; i < n; ++i) {
       for (; next_h2d < h2ds.size() && copies[h2ds[next_h2d]].anchor == i;
            ++next_h2d)
-        if (absl::Status placed = PlaceCopy(n, h2ds[next_h2d], copies);
+        if (absl::Status placed = PlaceCopy(n, h2ds[next_h2d], walked);
             !placed.ok())
           return placed;
       LabelNode(i);
@@ -717,7 +720,7 @@ class Assemble {
       if (absl::Status renumbered = Renumber(placed_.back()); !renumbered.ok())
         return renumbered;
       for (int32_t k = d2h_start[i]; k < d2h_start[i + 1]; ++k)
-        if (absl::Status placed = PlaceCopy(n, d2hs[k], copies); !placed.ok())
+        if (absl::Status placed = PlaceCopy(n, d2hs[k], walked); !placed.ok())
           return placed;
     }
     // Every copy has exactly one place.
@@ -755,9 +758,8 @@ class Assemble {
 
   // The node of copy `c` (token n + c), appended: its source's spec on its
   // device.
-  absl::Status PlaceCopy(int32_t n, int32_t c,
-                         std::vector<PlannedCopy>& copies) {
-    PlannedCopy& planned = copies[c];
+  absl::Status PlaceCopy(int32_t n, int32_t c, Walked& walked) {
+    const PlannedCopy& planned = walked.copies[c];
     const int32_t source = final_index_[planned.source.node];
     FERRY_RET_CHECK(source >= 0);  // placed before the copy
     // The walk copies tensors only.
@@ -768,7 +770,7 @@ class Assemble {
     copy.kind = NodeKind::kCall;
     copy.target = std::string(planned.to_host ? kD2HCopyOp : kH2DCopyOp);
     copy.schema = op->schema;
-    copy.name = std::move(planned.name);
+    copy.name = std::move(walked.names[c]);
     copy.at_load = planned.at_load;
     copy.args.push_back(
         Argument::Value(ValueId{source, planned.source.element}));
