@@ -611,8 +611,10 @@ double Relu(double x) { return x > 0 ? x : (std::isnan(x) ? x : 0.0); }
 double Sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
 absl::Status ReluKernel(const KernelCall& call) {
-  return Unary(call, call.args[0].tensor, Relu,
-               [](int64_t x) { return x > 0 ? x : int64_t{0}; });
+  // A lambda, not the function pointer, so the fast path's loop inlines it.
+  return Unary(
+      call, call.args[0].tensor, [](double x) { return Relu(x); },
+      [](int64_t x) { return x > 0 ? x : int64_t{0}; });
 }
 absl::Status NegKernel(const KernelCall& call) {
   if (call.outputs[0].dtype == DType::kBool)
