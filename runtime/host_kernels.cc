@@ -19,6 +19,13 @@
 // so every input is read before anything is written. Elementwise kernels whose
 // output is exactly an input (relu_(x)) run in place: element i is read before
 // it is written and never read again.
+//
+// Fast path. The common case of a model's elementwise operators, f32 in and
+// out, dense, same sizes (or a single-element second operand, a Scalar),
+// skips the strided walk and the per-element dtype dispatch: a plain loop
+// over float* that computes exactly what the general path does (widen to
+// double, the same function, one rounding), in chunks between cancellation
+// polls (DenseF32Unary / DenseF32Binary).
 #include "runtime/host_kernels.h"
 
 #include <algorithm>
@@ -152,12 +159,69 @@ bool AnyFloat(std::initializer_list<const TensorView*> views) {
   return false;
 }
 
+// Whether `t` is dense f32 with exactly `sizes`.
+bool IsDenseF32(const TensorView& t, std::span<const int64_t> sizes) {
+  return t.dtype == DType::kF32 && t.IsContiguous() &&
+         std::equal(t.sizes.begin(), t.sizes.end(), sizes.begin(), sizes.end());
+}
+
+// Calls body(begin, end) over [0, n) in chunks of kStopPollUnits, polling
+// the cancel token between chunks (cancel.h).
+template <typename Body>
+void InChunks(int64_t n, Body&& body) {
+  for (int64_t begin = 0; begin < n; begin += kStopPollUnits) {
+    const int64_t end = std::min(n, begin + kStopPollUnits);
+    body(begin, end);
+    if (StopTick(end - begin)) return;
+  }
+}
+
+// The fast path of Unary: out and a dense f32 of one shape (a may be out).
+template <typename FloatFn>
+bool DenseF32Unary(const TensorView& a, const TensorView& out, FloatFn ff) {
+  if (!IsDenseF32(out, out.sizes) || !IsDenseF32(a, out.sizes)) return false;
+  const float* x = static_cast<const float*>(a.data);
+  float* y = static_cast<float*>(out.data);
+  InChunks(out.numel(), [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      y[i] = static_cast<float>(ff(static_cast<double>(x[i])));
+  });
+  return true;
+}
+
+// The fast path of Binary: out and a dense f32 of one shape, b the same or
+// a single element of a floating dtype (read once). a or b may be out.
+template <typename FloatFn>
+bool DenseF32Binary(const TensorView& a, const TensorView& b,
+                    const TensorView& out, FloatFn ff) {
+  if (!IsDenseF32(out, out.sizes) || !IsDenseF32(a, out.sizes)) return false;
+  const float* x = static_cast<const float*>(a.data);
+  float* y = static_cast<float*>(out.data);
+  if (IsDenseF32(b, out.sizes)) {
+    const float* z = static_cast<const float*>(b.data);
+    InChunks(out.numel(), [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        y[i] = static_cast<float>(
+            ff(static_cast<double>(x[i]), static_cast<double>(z[i])));
+    });
+    return true;
+  }
+  if (b.numel() != 1 || !IsFloatingPoint(b.dtype)) return false;
+  const double z = element::LoadAsDouble(b.dtype, b.bytes());
+  InChunks(out.numel(), [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      y[i] = static_cast<float>(ff(static_cast<double>(x[i]), z));
+  });
+  return true;
+}
+
 // out = f(a), floating or integer per the category rule above.
 template <typename FloatFn, typename IntFn>
 absl::Status Unary(const KernelCall& call, const TensorView& a, FloatFn ff,
                    IntFn fi) {
   const TensorView& out = call.outputs[0];
   if (absl::Status s = CheckBroadcast(call, a, out); !s.ok()) return s;
+  if (DenseF32Unary(a, out, ff)) return absl::OkStatus();
   const DType oc = out.dtype, ac = a.dtype;
   std::array<DimVector, 2> strides{OwnByteStrides(out),
                                    BroadcastByteStrides(a, out.sizes)};
@@ -184,6 +248,7 @@ absl::Status Binary(const KernelCall& call, const TensorView& a,
   const TensorView& out = call.outputs[0];
   if (absl::Status s = CheckBroadcast(call, a, out); !s.ok()) return s;
   if (absl::Status s = CheckBroadcast(call, b, out); !s.ok()) return s;
+  if (DenseF32Binary(a, b, out, ff)) return absl::OkStatus();
   const DType oc = out.dtype, ac = a.dtype, bc = b.dtype;
   std::array<DimVector, 3> strides{OwnByteStrides(out),
                                    BroadcastByteStrides(a, out.sizes),
@@ -546,8 +611,10 @@ double Relu(double x) { return x > 0 ? x : (std::isnan(x) ? x : 0.0); }
 double Sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
 absl::Status ReluKernel(const KernelCall& call) {
-  return Unary(call, call.args[0].tensor, Relu,
-               [](int64_t x) { return x > 0 ? x : int64_t{0}; });
+  // A lambda, not the function pointer, so the fast path's loop inlines it.
+  return Unary(
+      call, call.args[0].tensor, [](double x) { return Relu(x); },
+      [](int64_t x) { return x > 0 ? x : int64_t{0}; });
 }
 absl::Status NegKernel(const KernelCall& call) {
   if (call.outputs[0].dtype == DType::kBool)

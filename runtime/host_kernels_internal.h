@@ -138,7 +138,9 @@ absl::Status MmKernel(const KernelCall& call);
 absl::Status AddmmKernel(const KernelCall& call);
 absl::Status BmmKernel(const KernelCall& call);
 absl::Status LinearKernel(const KernelCall& call);
-absl::Status ConvolutionKernel(const KernelCall& call);
+// The generic convolution loop (any dtypes); ops/nn_conv.cc registers the
+// BLAS kernel and falls back to this one.
+absl::Status ConvolutionLoopKernel(const KernelCall& call);
 // The argument checks every convolution kernel makes first: arity, not
 // transposed (Unimplemented), 1-D or 2-D, matching ranks.
 absl::Status CheckConvolutionCall(const KernelCall& call);

@@ -1,18 +1,30 @@
-// Host kernels for matrix products (mm, addmm, bmm, linear) and convolution.
+// Host kernels for matrix products (mm, addmm, bmm, linear), and the
+// generic convolution loop.
 //
 // Every matrix product reduces to one primitive, Gemm:
 //
 //   C[M,N] = alpha * A[M,K] @ B[K,N] + beta * C
 //
-// on 2-D views with arbitrary strides. For f32 and f64 it calls OpenBLAS
-// (cblas_sgemm / cblas_dgemm, row-major): a view is BLAS-compatible when one
-// of its strides is 1 and the other at least the row length, read as
-// "no transpose" or "transpose"; an incompatible operand (broadcast, gapped
-// both ways) is first copied to a dense temporary, and an incompatible C is
-// computed in a temporary and copied out. f16 and bf16 (and mixes of them
-// with f32) are converted to dense f32, multiplied by cblas_sgemm and
-// converted back, rounding once per element; the integers accumulate in
-// int64 (wrapping), other mixes in double.
+// on 2-D views with arbitrary strides. Every float dtype goes through
+// OpenBLAS: f32 and f64 call cblas_sgemm / cblas_dgemm (row-major) directly;
+// a view is BLAS-compatible when one of its strides is 1 and the other at
+// least the row length, read as "no transpose" or "transpose"; an
+// incompatible operand (broadcast, gapped both ways) is first copied to a
+// dense temporary, and an incompatible C is computed in a temporary and
+// copied out. f16 and bf16 (and mixes of them with f32) are converted to
+// dense f32 once, multiplied by cblas_sgemm and converted back, rounding
+// once per element. Only the integers (accumulating in int64, wrapping) and
+// mixes with f64 use the plain loop, accumulating in double.
+//
+// Convolution: the kernel the library registers is the im2col + BLAS one in
+// runtime/ops/nn_conv.cc (f32, f64, f16, bf16 of one dtype). The loop here,
+// ConvolutionLoopKernel, is its fallback for what BLAS cannot serve: integer
+// and mixed-dtype convolutions, read element by element through any strides
+// and accumulated in double.
+//
+// OpenBLAS's kernels: at start-up the library may have picked its generic
+// SSE3 kernels for a CPU it does not know; see "Which OpenBLAS kernels"
+// below.
 //
 // Cancellation (cancel.h): a BLAS call cannot be interrupted, so a large
 // product is split into blocks of rows of about kBlockMultiplyAdds
@@ -22,12 +34,70 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string_view>
 
 #include "runtime/absl_compat.h"
 #include "runtime/host_kernels_internal.h"
 
+extern "C" {
+__attribute__((weak)) void gotoblas_dynamic_init(void);
+__attribute__((weak)) void gotoblas_dynamic_quit(void);
+}
+
 namespace ferry::host {
 namespace {
+
+// --- Which OpenBLAS kernels the products run on ---------------------------
+//
+// Debian 12's OpenBLAS (0.3.21) is built with DYNAMIC_ARCH: when the library
+// loads it reads the CPU's family and model and picks the kernels tuned for
+// that core. A core newer than the library (this project's machines: family 6
+// model 207, a Xeon that 0.3.21 predates) is not in its tables, and it falls
+// back to `Prescott`, the SSE3 kernels: sgemm runs 4x slower than on the
+// AVX-512 kernels the CPU can run (bench/verify_vs_eager.py,
+// docs/performance.md "Host kernels").
+//
+// So once, when the program starts (before main, on one thread, before any
+// BLAS call): if OpenBLAS chose Prescott but the CPU (and the operating
+// system, which libgcc's __builtin_cpu_supports checks) supports AVX-512 or
+// AVX2+FMA, pick the matching kernels as OPENBLAS_CORETYPE would have:
+// `SkylakeX` (AVX-512 F/CD/BW/DQ/VL) or `Haswell` (AVX2 + FMA). The switch
+// is OpenBLAS's own start-up path run again (gotoblas_dynamic_quit and
+// gotoblas_dynamic_init, exported by DYNAMIC_ARCH builds; declared weak here,
+// so a library built for one core simply skips it). An OPENBLAS_CORETYPE set
+// by the user always wins; any detected core other than Prescott is kept.
+
+// The OpenBLAS core type whose kernels this CPU runs, or nullptr.
+const char* CoreTypeForThisCpu() {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
+      __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+    return "SkylakeX";
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    return "Haswell";
+  return nullptr;
+}
+
+bool ReplaceGenericOpenBlasKernels() {
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return false;  // the user's
+  if (gotoblas_dynamic_init == nullptr || gotoblas_dynamic_quit == nullptr)
+    return false;  // not a DYNAMIC_ARCH build: nothing to choose
+  if (std::string_view(openblas_get_corename()) != "Prescott")
+    return false;  // the library knew this CPU
+  const char* core = CoreTypeForThisCpu();
+  if (core == nullptr) return false;  // Prescott is right
+  // gotoblas_dynamic_init reads the choice from the environment; child
+  // processes (ferryd started by a tool) then start with it directly.
+  setenv("OPENBLAS_CORETYPE", core, /*overwrite=*/0);
+  gotoblas_dynamic_quit();
+  gotoblas_dynamic_init();
+  return true;
+}
+
+[[maybe_unused]] const bool kGenericKernelsReplaced =
+    ReplaceGenericOpenBlasKernels();
 
 // Multiply-adds per BLAS call between two stop checks.
 constexpr int64_t kBlockMultiplyAdds = int64_t{1} << 26;
@@ -315,8 +385,10 @@ absl::Status CheckConvolutionCall(const KernelCall& call) {
 }
 
 // convolution(input, weight, bias?, stride, padding, dilation, transposed,
-//             output_padding, groups) for 1-D and 2-D, not transposed.
-absl::Status ConvolutionKernel(const KernelCall& call) {
+//             output_padding, groups) for 1-D and 2-D, not transposed: the
+// generic loop (any dtypes, any strides; ops/nn_conv.cc calls it for what
+// BLAS cannot serve).
+absl::Status ConvolutionLoopKernel(const KernelCall& call) {
   if (absl::Status s = CheckConvolutionCall(call); !s.ok()) return s;
   TensorView in = call.args[0].tensor;
   TensorView weight = call.args[1].tensor;

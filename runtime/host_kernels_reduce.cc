@@ -542,40 +542,51 @@ absl::Status MaxPool2dWithIndicesKernel(const KernelCall& call) {
   const int64_t OH = out.sizes[d - 2], OW = out.sizes[d - 1];
   const int64_t es = in.element_size();
   const DType ic = in.dtype, oc = out.dtype, xc = indices.dtype;
-  ForEachPlane<3>(
-      {&in, &out, &indices}, [&](const std::array<std::byte*, 3>& b) {
-        for (int64_t oh = 0; oh < OH; ++oh) {
-          if (StopTick(OW * p->kh * p->kw)) return;
-          for (int64_t ow = 0; ow < OW; ++ow) {
-            double best = -std::numeric_limits<double>::infinity();
-            int64_t best_index = -1;
-            for (int64_t i = 0; i < p->kh; ++i) {
-              const int64_t h = oh * p->sh - p->ph + i * p->dh;
-              if (h < 0 || h >= H) continue;
-              for (int64_t j = 0; j < p->kw; ++j) {
-                const int64_t w = ow * p->sw - p->pw + j * p->dw;
-                if (w < 0 || w >= W) continue;
-                double v = element::LoadAsDouble(
-                    ic, b[0] + (h * in.strides[d - 2] + w * in.strides[d - 1]) *
-                                   es);
-                if (v > best || std::isnan(v) || best_index < 0) {
-                  best = v;
-                  best_index = h * W + w;
-                  if (std::isnan(v)) break;
+  // The window walk, with the input read by `load`: f32 input (the models'
+  // case) reads floats directly, anything else dispatches per element.
+  auto pool = [&](auto load) {
+    ForEachPlane<3>(
+        {&in, &out, &indices}, [&](const std::array<std::byte*, 3>& b) {
+          for (int64_t oh = 0; oh < OH; ++oh) {
+            if (StopTick(OW * p->kh * p->kw)) return;
+            for (int64_t ow = 0; ow < OW; ++ow) {
+              double best = -std::numeric_limits<double>::infinity();
+              int64_t best_index = -1;
+              for (int64_t i = 0; i < p->kh; ++i) {
+                const int64_t h = oh * p->sh - p->ph + i * p->dh;
+                if (h < 0 || h >= H) continue;
+                for (int64_t j = 0; j < p->kw; ++j) {
+                  const int64_t w = ow * p->sw - p->pw + j * p->dw;
+                  if (w < 0 || w >= W) continue;
+                  double v = load(
+                      b[0] +
+                      (h * in.strides[d - 2] + w * in.strides[d - 1]) * es);
+                  if (v > best || std::isnan(v) || best_index < 0) {
+                    best = v;
+                    best_index = h * W + w;
+                    if (std::isnan(v)) break;
+                  }
                 }
               }
+              const int64_t out_offset =
+                  oh * out.strides[d - 2] + ow * out.strides[d - 1];
+              const int64_t index_offset =
+                  oh * indices.strides[d - 2] + ow * indices.strides[d - 1];
+              element::StoreDouble(oc, b[1] + out_offset * out.element_size(),
+                                   best);
+              element::StoreInt64(
+                  xc, b[2] + index_offset * indices.element_size(), best_index);
             }
-            const int64_t out_offset =
-                oh * out.strides[d - 2] + ow * out.strides[d - 1];
-            const int64_t index_offset =
-                oh * indices.strides[d - 2] + ow * indices.strides[d - 1];
-            element::StoreDouble(oc, b[1] + out_offset * out.element_size(),
-                                 best);
-            element::StoreInt64(
-                xc, b[2] + index_offset * indices.element_size(), best_index);
           }
-        }
-      });
+        });
+  };
+  if (ic == DType::kF32) {
+    pool([](const std::byte* q) {
+      return static_cast<double>(element::LoadRaw<float>(q));
+    });
+  } else {
+    pool([ic](const std::byte* q) { return element::LoadAsDouble(ic, q); });
+  }
   return absl::OkStatus();
 }
 

@@ -10,9 +10,13 @@
 //    1x1 kernels with stride 1 and no padding) and one BLAS product per
 //    batch element and group: out[F/g, OH*OW] = W[F/g, K] @ col[K, OH*OW],
 //    with the bias as its initial value.
-// Other dtype mixes (integers, mixed precision) use the generic
-// double-accumulating loop of host_kernels_linalg.cc. Checks the thread's
-// CancelToken once per row of im2col and per product.
+// The im2col matrix is a per-thread scratch buffer reused from call to call
+// (resnet18's first convolution needs 7 MiB; fresh memory costs a page fault
+// per 4 KiB), given back after a call that needed more than
+// kKeptColumnBytes. Other dtype mixes (integers, mixed precision) use the
+// generic double-accumulating loop of host_kernels_linalg.cc
+// (ConvolutionLoopKernel). Checks the thread's CancelToken once per row of
+// im2col and after each BLAS product.
 #include <cblas.h>
 
 #include <algorithm>
@@ -114,6 +118,31 @@ void DepthwisePlane(const ConvGeometry& g, const T* in, const T* w, T bias,
   }
 }
 
+// Scratch memory kept by a thread between calls; more is freed after use.
+constexpr size_t kKeptColumnBytes = size_t{64} << 20;
+
+// This thread's im2col buffer of `elements` T (contents unspecified),
+// trimmed back when the holder goes out of scope.
+template <typename T>
+class ColumnScratch {
+ public:
+  explicit ColumnScratch(size_t elements) : col_(Buffer()) {
+    col_.resize(elements);
+  }
+  ~ColumnScratch() {
+    if (col_.capacity() * sizeof(T) > kKeptColumnBytes)
+      std::vector<T>().swap(col_);
+  }
+  T* data() { return col_.data(); }
+
+ private:
+  static std::vector<T>& Buffer() {
+    thread_local std::vector<T> buffer;
+    return buffer;
+  }
+  std::vector<T>& col_;
+};
+
 template <typename T>
 absl::Status Convolve(const KernelCall& call, const ConvGeometry& g,
                       const TensorView& in, const TensorView& weight,
@@ -135,8 +164,7 @@ absl::Status Convolve(const KernelCall& call, const ConvGeometry& g,
   const bool depthwise = g.CG == 1 && fg == 1;
   const bool pointwise = g.KH == 1 && g.KW == 1 && g.sh == 1 && g.sw == 1 &&
                          g.ph == 0 && g.pw == 0 && g.OH == g.H && g.OW == g.W;
-  std::vector<T> col;
-  if (!depthwise && !pointwise) col.resize(k * ohw);
+  ColumnScratch<T> col(depthwise || pointwise ? 0 : k * ohw);
   for (int64_t n = 0; n < g.N; ++n) {
     const T* xn = x + n * g.C * g.H * g.W;
     T* yn = y + n * g.F * ohw;
@@ -178,7 +206,7 @@ bool IsFloat(DType t) {
 
 // convolution(input, weight, bias?, stride, padding, dilation, transposed,
 //             output_padding, groups)
-absl::Status ConvolutionKernel2(const KernelCall& call) {
+absl::Status ConvolutionBlasKernel(const KernelCall& call) {
   if (absl::Status s = CheckConvolutionCall(call); !s.ok()) return s;
   TensorView in = call.args[0].tensor;
   TensorView weight = call.args[1].tensor;
@@ -188,7 +216,8 @@ absl::Status ConvolutionKernel2(const KernelCall& call) {
   const DType dt = out.dtype;
   const bool same_float = IsFloat(dt) && in.dtype == dt && weight.dtype == dt &&
                           (!bias.is_tensor() || bias.tensor.dtype == dt);
-  if (!same_float) return ConvolutionKernel(call);  // generic loop
+  if (!same_float)
+    return ConvolutionLoopKernel(call);  // what BLAS cannot serve
   auto param = [&](size_t i, int64_t d, int64_t fallback) {
     const std::vector<int64_t>& v = call.args[i].ints;
     if (v.empty()) return fallback;
@@ -233,7 +262,7 @@ absl::Status ConvolutionKernel2(const KernelCall& call) {
 }
 
 const FamilyKernel kConv[] = {
-    {"aten::convolution", &Guard<ConvolutionKernel2, false>},
+    {"aten::convolution", &Guard<ConvolutionBlasKernel, false>},
 };
 
 }  // namespace

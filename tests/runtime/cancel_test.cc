@@ -97,6 +97,36 @@ TEST(KernelCancelTest, ElementwiseLoopsGiveUpPartWay) {
   EXPECT_EQ(Values(out.view).back(), 0) << "the whole loop ran";
 }
 
+// The im2col + BLAS convolution checks the token between im2col rows and
+// BLAS products: a cancelled batch stops before its last item is computed,
+// and the same call without a token computes every item (each output is
+// 2 * 3 * 3 = 18, the sum of a 3x3 window over two channels of ones).
+TEST(KernelCancelTest, ConvolutionGivesUpBetweenBlasProducts) {
+  constexpr int64_t n = 6, c = 2, hw = 64;
+  OwnedTensor in =
+      MakeTensor(DType::kF32, {n, c, hw, hw}, Ones(n * c * hw * hw));
+  OwnedTensor w = MakeTensor(DType::kF32, {4, c, 3, 3}, Ones(4 * c * 9));
+  auto convolve = [&](OwnedTensor& out) {
+    return RunKernel("aten::convolution",
+                     {TensorArg(in), TensorArg(w), NoneArg(), IntsArg({1, 1}),
+                      IntsArg({0, 0}), IntsArg({1, 1}), BoolArg(false),
+                      IntsArg({0, 0}), IntArg(1)},
+                     {&out});
+  };
+  OwnedTensor stopped = MakeOutput(DType::kF32, {n, 4, hw - 2, hw - 2});
+  CancelToken token;
+  token.Cancel(StopReason::kCancelled);
+  {
+    CancelScope scope(&token);
+    (void)convolve(stopped);
+  }
+  EXPECT_EQ(Values(stopped.view).back(), 0) << "the last item was computed";
+  OwnedTensor full = MakeOutput(DType::kF32, {n, 4, hw - 2, hw - 2});
+  ASSERT_TRUE(convolve(full).ok());
+  EXPECT_EQ(Values(full.view).front(), 18);
+  EXPECT_EQ(Values(full.view).back(), 18);
+}
+
 // Generated data (inputs, constants without data) stops with the token: a
 // fuzzed program with a 16 MiB input held verification past its deadline.
 TEST(KernelCancelTest, DataGenerationGivesUpPartWay) {
