@@ -12,7 +12,12 @@
 //     (round_robin over the three addresses), p50/p99 and throughput;
 //  3. time to the first response for a program of --big-mib MiB (one
 //     inline constant) already lowered by another replica: sending it vs
-//     asking by digest first (ClientOptions::lookup_first).
+//     asking by digest first (ClientOptions::lookup_first);
+//  0. first, without Redis: a full Lower (the program sent, as a build farm
+//     sends it) answered from the in-process cache, --lookups times for
+//     100 and --nodes nodes: the server's own time (arrival to the
+//     serialized response, the duration_ms of its log line) and the
+//     client's round trip, p50/p99. --hits-only stops after it.
 // Everything is bounded: fixed call counts, 60 s deadlines.
 #include <signal.h>
 #include <sys/stat.h>
@@ -25,11 +30,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "client/testing/synthetic_program.h"
@@ -59,6 +68,7 @@ struct Flags {
   int calls = 96;
   int64_t nodes = 1000;
   int big_mib = 60;
+  bool hits_only = false;
 };
 
 class Redis {
@@ -96,8 +106,10 @@ class Redis {
   pid_t pid_ = -1;
 };
 
-std::unique_ptr<ferry::FerryServer> Start(const std::string& redis,
-                                          int64_t cache_bytes) {
+std::unique_ptr<ferry::FerryServer> Start(
+    const std::string& redis, int64_t cache_bytes,
+    std::function<void(absl::string_view)> log_sink = [](absl::string_view) {
+    }) {
   ferry::ServerConfig config;
   config.listen = "127.0.0.1:0";
   config.workers = 2;
@@ -107,7 +119,7 @@ std::unique_ptr<ferry::FerryServer> Start(const std::string& redis,
   config.max_message_bytes = int64_t{128} << 20;
   config.max_memory_bytes = 0;
   ferry::ServerHooks hooks;
-  hooks.log_sink = [](absl::string_view) {};
+  hooks.log_sink = std::move(log_sink);
   absl::StatusOr<std::unique_ptr<ferry::FerryServer>> server =
       ferry::FerryServer::Start(config, hooks);
   if (!server.ok()) {
@@ -129,6 +141,55 @@ std::unique_ptr<ferry::Client> Connect(const std::string& target,
       ferry::Client::Create(options);
   if (!client.ok()) std::exit(1);
   return *std::move(client);
+}
+
+// The duration_ms of a request log line (0 when it has none).
+double LoggedMillis(absl::string_view line) {
+  constexpr absl::string_view kKey = "\"duration_ms\":";
+  size_t at = line.find(kKey);
+  if (at == absl::string_view::npos) return 0;
+  absl::string_view rest = line.substr(at + kKey.size());
+  rest = rest.substr(0, rest.find_first_of(",}"));
+  double ms = 0;
+  return absl::SimpleAtod(rest, &ms) ? ms : 0;
+}
+
+void LowerHitLatency(const Flags& flags) {
+  std::mutex mutex;
+  std::vector<double> server_ms;  // of the cache hits
+  auto server = Start("", int64_t{256} << 20, [&](absl::string_view line) {
+    if (!absl::StrContains(line, "\"outcome\":\"cache_hit\"")) return;
+    std::lock_guard<std::mutex> lock(mutex);
+    server_ms.push_back(LoggedMillis(line));
+  });
+  auto client = Connect(server->address(), false);
+  for (int64_t nodes : {int64_t{100}, flags.nodes}) {
+    ferry::v1::LowerRequest request =
+        ferry::testing::SyntheticChainRequest(nodes, 2);
+    absl::StatusOr<ferry::v1::LowerResponse> first = client->Lower(request);
+    if (!first.ok() || !first->ok()) std::exit(1);
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      server_ms.clear();
+    }
+    std::vector<double> round_trip_ms;
+    int errors = 0;
+    for (int i = 0; i < flags.lookups; ++i) {
+      Clock::time_point start = Clock::now();
+      absl::StatusOr<ferry::v1::LowerResponse> hit = client->Lower(request);
+      round_trip_ms.push_back(Millis(Clock::now() - start));
+      errors += hit.ok() && hit->cached() ? 0 : 1;
+    }
+    std::lock_guard<std::mutex> lock(mutex);
+    std::printf(
+        "lower hit   in-process nodes=%lld request=%zu B response=%zu B n=%d "
+        "errors=%d  server p50=%.3fms p99=%.3fms  round trip p50=%.3fms "
+        "p99=%.3fms\n",
+        static_cast<long long>(nodes), request.ByteSizeLong(),
+        first->ByteSizeLong(), flags.lookups, errors,
+        Percentile(server_ms, 0.5), Percentile(server_ms, 0.99),
+        Percentile(round_trip_ms, 0.5), Percentile(round_trip_ms, 0.99));
+  }
 }
 
 void HitLatency(const Flags& flags, const Redis& redis) {
@@ -249,8 +310,14 @@ void BigProgram(const Flags& flags, const Redis& redis) {
 
 int main(int argc, char** argv) {
   Flags flags;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  for (int i = 1; i < argc; i += 2) {
     std::string arg = argv[i];
+    if (arg == "--hits-only") {
+      flags.hits_only = true;
+      --i;
+      continue;
+    }
+    if (i + 1 >= argc) arg = "--help";
     if (arg == "--redis-server")
       flags.redis_server = argv[i + 1];
     else if (arg == "--lookups")
@@ -264,10 +331,13 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr,
                    "usage: ferry_cache_tier_bench [--redis-server PATH] "
-                   "[--lookups N] [--calls N] [--nodes N] [--big-mib N]\n");
+                   "[--lookups N] [--calls N] [--nodes N] [--big-mib N] "
+                   "[--hits-only]\n");
       return 2;
     }
   }
+  LowerHitLatency(flags);
+  if (flags.hits_only) return 0;
   Redis redis(flags.redis_server);
   HitLatency(flags, redis);
   Replicas(flags, redis);

@@ -18,6 +18,13 @@
 // on a machine whose other load changes during the run.
 // --server-pid samples that process's resident memory (VmRSS) through the
 // run, to check that a server does not grow.
+// --mode=floor measures memory instead: the peak growth of this process's
+// resident memory (VmHWM, reset through /proc/self/clear_refs) while it
+// only parses the request's bytes, then builds the response message (by
+// parsing the lowered response's bytes) and serializes it, no passes: what
+// no server can beat; and the same for the in-process pipeline (parse,
+// Lower, export, serialize), for comparison (docs/performance.md,
+// "Memory per node").
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -33,6 +40,7 @@
 #include "ferry/client.h"
 #include "passes/pipeline.h"
 #include "passes/proto_io.h"
+#include "server/allocator.h"
 #include "server/config.h"
 #include "server/ferry_server.h"
 
@@ -54,7 +62,7 @@ struct Flags {
 void Usage() {
   std::fputs(
       "usage: ferry_loadgen [--server ADDR] "
-      "[--mode service|inprocess|both|paired]\n"
+      "[--mode service|inprocess|both|paired|floor]\n"
       "                     [--concurrency N] [--requests N] [--warmup N]\n"
       "                     [--nodes N] [--ops-per-partition N] [--cache]\n"
       "                     [--server-workers N] [--server-pid PID]\n",
@@ -97,7 +105,8 @@ bool ParseFlags(int argc, char** argv, Flags* flags) {
   }
   return flags->concurrency > 0 && flags->requests > 0 && flags->warmup >= 0 &&
          (flags->mode == "service" || flags->mode == "inprocess" ||
-          flags->mode == "both" || flags->mode == "paired");
+          flags->mode == "both" || flags->mode == "paired" ||
+          flags->mode == "floor");
 }
 
 // Resident memory of a process in KiB (0 when unreadable).
@@ -107,6 +116,91 @@ int64_t ResidentKiB(int pid) {
   while (std::getline(status, line)) {
     if (line.rfind("VmRSS:", 0) == 0) return std::atoll(line.c_str() + 6);
   }
+  return 0;
+}
+
+// This process's peak resident memory in KiB (VmHWM) since the last
+// ResetPeakResident.
+int64_t PeakResidentKiB() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::atoll(line.c_str() + 6);
+  }
+  return 0;
+}
+
+// Frees what the allocator holds and restarts VmHWM from the current
+// resident memory (proc(5), clear_refs "5").
+void ResetPeakResident() {
+  ferry::ReleaseFreedMemory();
+  std::ofstream("/proc/self/clear_refs") << "5";
+}
+
+// --mode=floor: prints the peak growth of the floor (parse the request,
+// build and serialize the response) and of the in-process pipeline.
+int MeasureFloor(const ferry::v1::LowerRequest& request) {
+  const std::string request_wire = request.SerializeAsString();
+  std::string response_wire;
+  {
+    absl::StatusOr<ferry::LowerResult> lowered = ferry::Lower(request);
+    if (!lowered.ok() || !lowered->ok) {
+      std::fprintf(stderr, "ferry_loadgen: the program did not lower\n");
+      return 1;
+    }
+    ferry::v1::LowerResponse response;
+    response.set_ok(true);
+    ferry::ExportProgram(lowered->program, response.mutable_program());
+    response_wire = response.SerializeAsString();
+  }
+  const int64_t nodes = ferry::CountNodes(request.program());
+  auto report = [&](const char* what, int64_t base_kib, int64_t peak_kib) {
+    const double grown = static_cast<double>(peak_kib - base_kib) * 1024;
+    std::printf(
+        "%-10s nodes=%-7lld request_bytes=%zu response_bytes=%zu "
+        "peak_growth=%.1fMiB per_node=%.0fB per_wire_byte(req+resp)=%.2f\n",
+        what, static_cast<long long>(nodes), request_wire.size(),
+        response_wire.size(), grown / 1048576,
+        grown / static_cast<double>(nodes),
+        grown /
+            static_cast<double>(request_wire.size() + response_wire.size()));
+  };
+
+  // The floor: the request's bytes become a message, which goes once it
+  // is read; the response's message is built, serialized, and goes. The
+  // two byte strings are held throughout, as a server holds each while it
+  // receives or sends it, and count in the growth.
+  ResetPeakResident();
+  int64_t base =
+      PeakResidentKiB() -
+      static_cast<int64_t>(request_wire.size() + response_wire.size()) / 1024;
+  {
+    ferry::v1::LowerRequest parsed;
+    if (!parsed.ParseFromString(request_wire)) return 1;
+  }
+  ferry::ReleaseFreedMemory();
+  {
+    ferry::v1::LowerResponse built;
+    if (!built.ParseFromString(response_wire)) return 1;
+    std::string serialized = built.SerializeAsString();
+    if (serialized.size() != response_wire.size()) return 1;
+  }
+  report("floor", base, PeakResidentKiB());
+
+  // The in-process pipeline from the same bytes to the same bytes.
+  ResetPeakResident();
+  base = PeakResidentKiB() - static_cast<int64_t>(request_wire.size()) / 1024;
+  {
+    ferry::v1::LowerRequest parsed;
+    if (!parsed.ParseFromString(request_wire)) return 1;
+    absl::StatusOr<ferry::LowerResult> lowered = ferry::Lower(parsed);
+    if (!lowered.ok() || !lowered->ok) return 1;
+    ferry::v1::LowerResponse response;
+    response.set_ok(true);
+    ferry::ExportProgram(lowered->program, response.mutable_program());
+    std::string serialized = response.SerializeAsString();
+  }
+  report("inprocess", base, PeakResidentKiB());
   return 0;
 }
 
@@ -172,6 +266,10 @@ double Percentile(std::vector<double> values, double fraction) {
   return values[std::min(index, values.size() - 1)];
 }
 
+// The serialized size of the last response a service call received (0
+// before any), for bench/memory_per_node.
+std::atomic<size_t> last_response_bytes{0};
+
 void Print(const char* mode, const Flags& flags, size_t request_bytes,
            const Result& result) {
   double p50 = Percentile(result.latencies_ms, 0.50);
@@ -185,6 +283,8 @@ void Print(const char* mode, const Flags& flags, size_t request_bytes,
       static_cast<double>(flags.requests) / result.seconds, p50,
       Percentile(result.latencies_ms, 0.90), p99,
       Percentile(result.latencies_ms, 1.0), p50 > 0 ? p99 / p50 : 0.0);
+  if (size_t response_bytes = last_response_bytes.load(); response_bytes > 0)
+    std::printf("  response_bytes=%zu\n", response_bytes);
   if (result.errors > 0)
     std::printf("  first error: %s\n", result.first_error.c_str());
   if (!result.rss_kib.empty()) {
@@ -207,6 +307,7 @@ int main(int argc, char** argv) {
   ferry::v1::LowerRequest request = ferry::testing::SyntheticChainRequest(
       flags.nodes, 0, flags.ops_per_partition);
   size_t request_bytes = request.ByteSizeLong();
+  if (flags.mode == "floor") return MeasureFloor(request);
 
   auto lower_in_process = [&]() -> std::string {
     absl::StatusOr<ferry::LowerResult> lowered = ferry::Lower(request);
@@ -265,6 +366,7 @@ int main(int argc, char** argv) {
     absl::StatusOr<ferry::v1::LowerResponse> response =
         (*client)->Lower(request, call);
     if (!response.ok()) return response.status().ToString();
+    last_response_bytes.store(response->ByteSizeLong());
     return response->ok() ? "" : "did not lower";
   };
   const char* name = flags.server.empty() ? "service" : "remote";

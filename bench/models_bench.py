@@ -12,11 +12,16 @@ inputs), then
   - Verify through the service: `ferry.Client.verify` on sim with the
     exported inputs and the weights (eager run + sim run + comparison);
   - PyTorch's own eager CPU forward of the same model and inputs, for scale.
-Each is repeated --runs times; p50 and p99 (the maximum, for few runs) are
-printed in milliseconds.
+The Lowers are repeated --runs times (100 by default), Verify and the eager
+forward --verify-runs times (5); p50 and p99 are printed in milliseconds,
+p99 by nearest rank, so with fewer than 100 runs it is the maximum (the
+header says how many runs each column had). Verify runs only for the models
+in --verify-models: vit_b_16's weights (330 MB) are over ferryd's message
+limit, and its Lower needs no weights.
 
 Usage (after scripts/setup or scripts/test):
-  bench/models_bench.py [--runs N] [--models resnet18,mobilenet_v2,...]
+  bench/models_bench.py [--runs N] [--verify-runs N] [--models resnet18,...]
+                        [--verify-models resnet18,...]
 """
 import argparse
 import json
@@ -45,9 +50,12 @@ MODELS = {
 
 
 def percentiles(samples):
+    """p50 and p99 by nearest rank (the maximum for fewer than 100)."""
+    if not samples:
+        return None
     ordered = sorted(samples)
-    p99 = ordered[min(len(ordered) - 1, int(round(0.99 * (len(ordered) - 1))))]
-    return statistics.median(ordered), p99
+    rank = max(1, -(-99 * len(ordered) // 100))  # ceil(0.99 n)
+    return statistics.median(ordered), ordered[rank - 1]
 
 
 def run(cmd):
@@ -85,10 +93,16 @@ def eager_ms(spec, runs):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=10)
-    parser.add_argument("--models", default="resnet18,mobilenet_v2,SmallViT,TinyGPT")
+    parser.add_argument("--runs", type=int, default=100)
+    parser.add_argument("--verify-runs", type=int, default=5)
+    parser.add_argument("--models",
+                        default="resnet18,mobilenet_v2,vit_b_16,TinyGPT")
+    parser.add_argument("--verify-models",
+                        default="resnet18,mobilenet_v2,SmallViT,TinyGPT")
     args = parser.parse_args()
     runs = max(1, min(args.runs, 1000))
+    verify_runs = max(1, min(args.verify_runs, 1000))
+    verified_models = set(args.verify_models.split(","))
     from ferry import Client
     from ferry.torch import cli
     from ferry.proto import compiler_pb2, program_pb2
@@ -100,21 +114,24 @@ def main():
         address = ferryd.stdout.readline().strip()
         client = Client(address, deadline=600)
         print(f"{'model':14} {'nodes':>6} {'lower in-proc':>15} {'lower service':>15}"
-              f" {'verify service':>16} {'torch eager':>13}   (ms, p50/p99, {runs} runs)")
+              f" {'verify service':>15} {'torch eager':>15}   (ms, p50/p99;"
+              f" lowers {runs} runs, verify and eager {verify_runs})")
         for name in args.models.split(","):
             spec = MODELS[name]
             path = os.path.join(work, f"{name}.binpb")
             inputs = os.path.join(work, f"{name}.inputs.binpb")
             nw = os.path.join(work, f"{name}.nw.binpb")
-            run([FRONTEND, "export", *spec, "-o", path, "--inputs-out", inputs])
             run([FRONTEND, "export", *spec, "-o", nw, "--no-weights"])
             lower_request = cli.read_request(nw)
             lower_request.options.partitioner.kind = program_pb2.BY_CAPABILITY
-            verify = compiler_pb2.VerifyRequest()
-            verify.request.CopyFrom(cli.read_request(path))
-            verify.request.options.partitioner.kind = program_pb2.BY_CAPABILITY
-            verify.device = compiler_pb2.VERIFY_DEVICE_SIM
-            verify.inputs.ParseFromString(open(inputs, "rb").read())
+            verify = None
+            if name in verified_models:
+                run([FRONTEND, "export", *spec, "-o", path, "--inputs-out", inputs])
+                verify = compiler_pb2.VerifyRequest()
+                verify.request.CopyFrom(cli.read_request(path))
+                verify.request.options.partitioner.kind = program_pb2.BY_CAPABILITY
+                verify.device = compiler_pb2.VERIFY_DEVICE_SIM
+                verify.inputs.ParseFromString(open(inputs, "rb").read())
             nodes = sum(len(m.nodes) for m in lower_request.program.methods)
 
             local = [in_process_lower_ms(nw) for _ in range(runs)]
@@ -125,16 +142,17 @@ def main():
                 remote.append((time.perf_counter() - start) * 1000)
                 if not response.ok:
                     sys.exit(f"{name}: lower failed: {response.diagnostics}")
-            for _ in range(max(1, runs // 2)):
+            for _ in range(verify_runs if verify is not None else 0):
                 start = time.perf_counter()
                 response = client.verify(verify, bypass_cache=True)
                 verified.append((time.perf_counter() - start) * 1000)
                 if not response.ok:
                     sys.exit(f"{name}: verify failed: {response.report.summary}")
-            eager = eager_ms(spec, runs)
+            eager = eager_ms(spec, verify_runs)
             cells = [percentiles(s) for s in (local, remote, verified, eager)]
             print(f"{name:14} {nodes:>6} " + " ".join(
-                f"{a:>7.1f}/{b:<7.1f}" for a, b in cells))
+                f"{c[0]:>7.1f}/{c[1]:<7.1f}" if c else f"{'-':>15}"
+                for c in cells), flush=True)
     finally:
         ferryd.terminate()
         ferryd.wait(timeout=30)

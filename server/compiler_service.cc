@@ -24,6 +24,7 @@
 #include "runtime/ops/backend_ops.h"
 #include "runtime/verify.h"
 #include "runtime/verify_io.h"
+#include "server/allocator.h"
 #include "server/rpc_errors.h"
 
 namespace ferry {
@@ -31,6 +32,11 @@ namespace ferry {
 using Clock = std::chrono::steady_clock;
 
 namespace {
+
+// A job of at least this many nodes gives freed pages back to the system
+// (ReleaseFreedMemory) each time it drops one form of the program: its
+// forms are tens of MB then, and the call costs microseconds.
+constexpr int64_t kReleaseMemoryFromNodes = 10'000;
 
 double MillisBetween(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double, std::milli>(to - from).count();
@@ -263,6 +269,12 @@ class CompilerService::Call {
         status = InternalRpcError("cannot serialize the response");
       }
     }
+    // What goes out is in wire_response_ now: the messages are not needed
+    // until gRPC is done with the call, so they go before the bytes are
+    // sent, not after.
+    owned_request_.reset();
+    owned_response_.reset();
+    response_wire_.reset();
     try {
       Record(status);
       // A failure goes Trailers-Only (no initial metadata), which gRPC's
@@ -289,11 +301,30 @@ class CompilerService::Call {
     Response* out = response.get();
     owned_request_ = std::move(request);
     owned_response_ = std::move(response);
-    serialize_response_ = [out, wire] {
+    wire_response_ = wire;
+    serialize_response_ = [this, out, wire] {
+      if (response_wire_ != nullptr) return SendWire(*out, wire);
       bool own_buffer = false;
       return grpc::SerializationTraits<Response>::Serialize(*out, wire,
                                                             &own_buffer);
     };
+  }
+
+  // The parsed request is no longer needed (the job has imported it, or the
+  // call joined another's computation): its memory goes now, not when the
+  // call ends. Only a request the call owns (wire form); gRPC keeps its own.
+  void ReleaseRequest() { owned_request_.reset(); }
+
+  // Whether this call answers in wire form (UseResponseWire can be used).
+  bool AnswersInWireForm() const { return wire_response_ != nullptr; }
+  // The call answers with `bytes`, a serialized LowerResponse shared with
+  // the result cache, followed by the fields of its own response message
+  // that are set (request_id, cached): protobuf's parser merges the two, a
+  // later scalar replacing an earlier one, so the caller reads the same
+  // message as if the whole response had been serialized. The response
+  // message itself must then carry only such scalar fields.
+  void UseResponseWire(ResultCache::Wire bytes) {
+    response_wire_ = std::move(bytes);
   }
 
   // Memory charged to this call (memory_budget.h), released when gRPC is
@@ -376,8 +407,26 @@ class CompilerService::Call {
   int64_t nodes_ = -1;
   std::atomic<bool> cancelled_{false};
   CancelToken cancel_;
+  // Sends response_wire_ and then `per_call` serialized into `wire`.
+  grpc::Status SendWire(const google::protobuf::Message& per_call,
+                        grpc::ByteBuffer* wire) {
+    // The slice holds a reference to the shared bytes until gRPC has sent
+    // them.
+    auto* owner = new ResultCache::Wire(response_wire_);
+    grpc::Slice slices[2] = {
+        grpc::Slice(
+            const_cast<char*>((*owner)->data()), (*owner)->size(),
+            [](void* held) { delete static_cast<ResultCache::Wire*>(held); },
+            owner),
+        grpc::Slice(per_call.SerializeAsString())};
+    *wire = grpc::ByteBuffer(slices, 2);
+    return grpc::Status::OK;
+  }
+
   std::unique_ptr<google::protobuf::Message> owned_request_;
   std::unique_ptr<google::protobuf::Message> owned_response_;
+  grpc::ByteBuffer* wire_response_ = nullptr;  // set for wire-form calls
+  ResultCache::Wire response_wire_;            // set by UseResponseWire
   std::function<grpc::Status()> serialize_response_;
   std::vector<MemoryBudget::Charge> charges_;
 };
@@ -819,16 +868,18 @@ void CompilerService::StartLower(Call* call, const v1::LowerRequest* request,
     std::string key = LowerRequestDigest(*request, kCompilerVersion);
     call->SetRequestDigest(key);
     std::unique_lock<std::mutex> lock(flights_mutex_);
-    if (ResultCache::Value hit = cache_.Lookup(key)) {
+    ResultCache::Wire wire;
+    if (ResultCache::Value hit = cache_.Lookup(key, &wire)) {
       lock.unlock();
       metrics_.RecordCacheLookup(true);
-      CompleteFromCache(call, *hit, response);
+      CompleteFromCache(call, *hit, std::move(wire), response);
       return;
     }
     metrics_.RecordCacheLookup(false);
     if (auto running = flights_.find(key); running != flights_.end()) {
       std::lock_guard<std::mutex> flight_lock(running->second->mutex);
       running->second->waiters.push_back({call, response});
+      call->ReleaseRequest();  // the first caller's request is the one used
       metrics_.RecordDeduplicated();
       // It joins where the computation stands.
       call->Progress(running->second->progress);
@@ -914,33 +965,45 @@ void CompilerService::RunLowerFlight(LowerFlight& flight) {
     }
   }
   Call* first = flight.waiters.front().call;  // finished last
-  MemoryBudget::Charge job_memory;
-  if (std::optional<grpc::Status> refused = ChargeJobMemory(
-          first, JobMemoryEstimate(CountNodes(flight.request->program())));
+  const int64_t nodes = CountNodes(flight.request->program());
+  const bool large = nodes >= kReleaseMemoryFromNodes;
+  if (std::optional<grpc::Status> refused =
+          ChargeJobMemory(first, JobMemoryEstimate(nodes));
       refused) {
     FinishLowerFlight(flight, *refused, nullptr, nullptr);
     return;
   }
 
-  absl::StatusOr<LowerResult> result =
-      ferry::Lower(*flight.request, keep_going, options_.limits,
-                   DeclaredBackendOperators(), Fetcher(), {}, progress);
-  RecordJobTime(Clock::now() - start);
-  if (!result.ok()) {
-    grpc::Status status = result.status().code() == absl::StatusCode::kCancelled
-                              ? CallCancelledError("between passes")
-                              : JobError(result.status(), "lowering");
-    FinishLowerFlight(flight, status, nullptr, nullptr);
-    return;
-  }
-  // A malformed program (E01xx-E05xx) is an OK response like a compile
-  // failure: its diagnostics, all of them, are in the body.
-
+  // Each form of the program lives only as long as it must, so that the
+  // job's peak holds as few of them at once as it can (docs/performance.md,
+  // "Memory per node"): the parsed request until the pipeline has run, the
+  // IR until it is exported, the response message until it is serialized
+  // (Call::Complete).
   v1::LowerResponse built;
-  built.set_ok(result->ok);
-  if (result->ok) ExportProgram(result->program, built.mutable_program());
-  DiagnosticsToProto(result->diagnostics, built.mutable_diagnostics());
-  StatsToProto(result->stats, built.mutable_stats());
+  {
+    absl::StatusOr<LowerResult> result =
+        ferry::Lower(*flight.request, keep_going, options_.limits,
+                     DeclaredBackendOperators(), Fetcher(), {}, progress);
+    RecordJobTime(Clock::now() - start);
+    flight.request = nullptr;
+    first->ReleaseRequest();
+    if (large) ReleaseFreedMemory();
+    if (!result.ok()) {
+      grpc::Status status =
+          result.status().code() == absl::StatusCode::kCancelled
+              ? CallCancelledError("between passes")
+              : JobError(result.status(), "lowering");
+      FinishLowerFlight(flight, status, nullptr, nullptr);
+      return;
+    }
+    // A malformed program (E01xx-E05xx) is an OK response like a compile
+    // failure: its diagnostics, all of them, are in the body.
+    built.set_ok(result->ok);
+    if (result->ok) ExportProgram(result->program, built.mutable_program());
+    DiagnosticsToProto(result->diagnostics, built.mutable_diagnostics());
+    StatsToProto(result->stats, built.mutable_stats());
+  }  // the IR goes here
+  if (large) ReleaseFreedMemory();
   built.set_compiler_version(kCompilerVersion);
   built.set_request_digest(flight.key);
   RecordPasses(built.stats());
@@ -1095,12 +1158,20 @@ void CompilerService::FinishLowerFlight(
     LowerFlight& flight, const grpc::Status& status,
     std::shared_ptr<const v1::LowerResponse> response,
     v1::LowerResponse* owned) {
+  // A result the cache keeps is serialized once, here: its bytes answer
+  // every waiter in wire form now and every later hit.
+  ResultCache::Wire wire;
+  const bool cacheable = !flight.key.empty() && status.ok() && response->ok() &&
+                         !flight.shared_hit;
+  if (cacheable) {
+    wire = std::make_shared<const std::string>(response->SerializeAsString());
+  }
   if (!flight.key.empty()) {
     std::lock_guard<std::mutex> lock(flights_mutex_);
-    if (status.ok() && response->ok() && !flight.shared_hit) {
+    if (cacheable) {
       // Charged the memory the message takes, not its serialized size.
       cache_.Insert(flight.key, response,
-                    static_cast<int64_t>(response->SpaceUsedLong()));
+                    static_cast<int64_t>(response->SpaceUsedLong()), wire);
     }
     flights_.erase(flight.key);  // nobody joins after this point
   }
@@ -1133,6 +1204,9 @@ void CompilerService::FinishLowerFlight(
     }
     if (owned != nullptr) {
       waiter.response->Swap(owned);
+    } else if (wire != nullptr && waiter.call->AnswersInWireForm()) {
+      waiter.call->UseResponseWire(wire);  // the response carries the rest
+      waiter.response->set_cached(i != 0);
     } else {
       try {
         *waiter.response = *response;
@@ -1144,13 +1218,17 @@ void CompilerService::FinishLowerFlight(
       waiter.response->set_cached(i != 0 || flight.shared_hit);
     }
     waiter.response->set_request_id(waiter.call->request_id());
-    if (!waiter.response->ok()) {
-      waiter.call->SetFailedDiagnostics(waiter.response->diagnostics());
+    const bool lowered =
+        owned != nullptr ? waiter.response->ok() : response->ok();
+    if (!lowered) {
+      waiter.call->SetFailedDiagnostics(owned != nullptr
+                                            ? waiter.response->diagnostics()
+                                            : response->diagnostics());
     }
-    waiter.call->SetOutcome(
-        flight.shared_hit ? "shared_cache_hit"
-        : i != 0          ? "deduplicated"
-                 : (waiter.response->ok() ? "lowered" : "compile_failed"));
+    waiter.call->SetOutcome(flight.shared_hit ? "shared_cache_hit"
+                            : i != 0          ? "deduplicated"
+                            : lowered         ? "lowered"
+                                              : "compile_failed");
     waiter.call->Complete(grpc::Status::OK);
   }
 }
@@ -1469,19 +1547,24 @@ grpc::ServerUnaryReactor* CompilerService::Lookup(
                                 "the program with Lower"));
     return call;
   }
-  CompleteFromCache(call, *hit, response);
+  CompleteFromCache(call, *hit, nullptr, response);
   return call;
 }
 
 void CompilerService::CompleteFromCache(Call* call,
                                         const v1::LowerResponse& hit,
+                                        ResultCache::Wire wire,
                                         v1::LowerResponse* response) {
-  try {
-    *response = hit;
-  } catch (const std::bad_alloc&) {
-    call->Complete(
-        OutOfMemoryError("copying a cached result", EstimatedRetryDelay()));
-    return;
+  if (wire != nullptr && call->AnswersInWireForm()) {
+    call->UseResponseWire(std::move(wire));  // no copy, no serialization
+  } else {
+    try {
+      *response = hit;
+    } catch (const std::bad_alloc&) {
+      call->Complete(
+          OutOfMemoryError("copying a cached result", EstimatedRetryDelay()));
+      return;
+    }
   }
   response->set_cached(true);
   response->set_request_id(call->request_id());

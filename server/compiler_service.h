@@ -189,9 +189,10 @@ class CompilerService final : public v1::Compiler::WithRawCallbackMethod_Lower<
   bool ChargeMemory(Call* call, int64_t bytes);
   // TryReserve, after the cache has given up entries for it if need be.
   std::optional<MemoryBudget::Charge> ReserveShedding(int64_t bytes);
-  // Answers `call` with a copy of the cached `hit`.
+  // Answers `call` with the cached `hit`: its serialized form `wire`, when
+  // there is one and the call answers in wire form, else a copy.
   void CompleteFromCache(Call* call, const v1::LowerResponse& hit,
-                         v1::LowerResponse* response);
+                         ResultCache::Wire wire, v1::LowerResponse* response);
   // On a worker: charges `bytes` for the job, waiting up to
   // options_.memory_wait (and the call's deadline) for running jobs to
   // give memory back; the status to finish with when it cannot.

@@ -24,17 +24,20 @@ void ResultCache::EvictOldest() {
   ++evictions_;
 }
 
-ResultCache::Value ResultCache::Lookup(const std::string& key) {
+ResultCache::Value ResultCache::Lookup(const std::string& key, Wire* wire) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto found = index_.find(key);
   if (found == index_.end()) return nullptr;
   lru_.splice(lru_.begin(), lru_, found->second);
+  if (wire != nullptr) *wire = found->second->wire;
   return found->second->value;
 }
 
-void ResultCache::Insert(const std::string& key, Value value, int64_t bytes) {
-  int64_t charged =
-      bytes + static_cast<int64_t>(key.size()) + kEntryOverheadBytes;
+void ResultCache::Insert(const std::string& key, Value value, int64_t bytes,
+                         Wire wire) {
+  int64_t charged = bytes + static_cast<int64_t>(key.size()) +
+                    (wire != nullptr ? static_cast<int64_t>(wire->size()) : 0) +
+                    kEntryOverheadBytes;
   if (charged > capacity_bytes_) return;
   std::lock_guard<std::mutex> lock(mutex_);
   if (auto found = index_.find(key); found != index_.end()) {
@@ -50,7 +53,7 @@ void ResultCache::Insert(const std::string& key, Value value, int64_t bytes) {
       EvictOldest();
     }
   }
-  lru_.push_front(Entry{key, std::move(value), charged});
+  lru_.push_front(Entry{key, std::move(value), std::move(wire), charged});
   index_.emplace(key, lru_.begin());
   bytes_ += charged;
 }

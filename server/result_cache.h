@@ -28,17 +28,24 @@ namespace ferry {
 class ResultCache {
  public:
   using Value = std::shared_ptr<const v1::LowerResponse>;
+  // The value serialized (without request_id, cached false), so that a hit
+  // answered in wire form is sent without copying or serializing the
+  // message; may be null.
+  using Wire = std::shared_ptr<const std::string>;
 
   // capacity_bytes == 0 disables the cache (nothing is stored). `budget`
   // (may be null) must outlive the cache.
   explicit ResultCache(int64_t capacity_bytes, MemoryBudget* budget = nullptr);
   ~ResultCache();
 
-  // The entry for `key` (and marks it most recently used), or null.
-  Value Lookup(const std::string& key);
-  // Stores `value`, charged `bytes`, evicting least recently used entries
+  // The entry for `key` (and marks it most recently used), or null; its
+  // serialized form in `*wire` when `wire` is given.
+  Value Lookup(const std::string& key, Wire* wire = nullptr);
+  // Stores `value` (and its serialized form `wire`, may be null), charged
+  // `bytes` plus the size of `wire`, evicting least recently used entries
   // until it fits. A value larger than the capacity is not stored.
-  void Insert(const std::string& key, Value value, int64_t bytes);
+  void Insert(const std::string& key, Value value, int64_t bytes,
+              Wire wire = nullptr);
   // Evicts least recently used entries until at least `bytes` are freed or
   // the cache is empty; returns the bytes freed.
   int64_t Shed(int64_t bytes);
@@ -52,6 +59,7 @@ class ResultCache {
   struct Entry {
     std::string key;
     Value value;
+    Wire wire;
     int64_t bytes = 0;
   };
 

@@ -14,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "client/testing/synthetic_program.h"
 #include "ferry/client.h"
+#include "ferry/digest.h"
 #include "ferry/v1/compiler.grpc.pb.h"
 #include "ferry/version.h"
 #include "passes/pipeline.h"
@@ -989,6 +990,30 @@ TEST(ServiceTest, RepeatedRequestIsServedFromTheCache) {
             std::string::npos);
   EXPECT_NE(metrics.find("ferry_cache_lookups_total{result=\"miss\"} 2"),
             std::string::npos);
+}
+
+// A hit is answered with the bytes stored when the result was computed plus
+// the call's own request id and cached flag: the caller reads exactly the
+// computed response but for those two fields.
+TEST(ServiceTest, CacheHitIsTheComputedResponseButItsIdAndFlag) {
+  auto server = StartServer(LoopbackConfig());
+  ASSERT_NE(server, nullptr);
+  auto client = Connect(server->address());
+  v1::LowerRequest request = SyntheticChainRequest(200);
+  absl::StatusOr<v1::LowerResponse> first = client->Lower(request);
+  ASSERT_TRUE(first.ok() && first->ok());
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<v1::LowerResponse> hit = client->Lower(request);
+    ASSERT_TRUE(hit.ok());
+    EXPECT_TRUE(hit->cached());
+    EXPECT_FALSE(hit->request_id().empty());
+    EXPECT_NE(hit->request_id(), first->request_id());
+    v1::LowerResponse as_computed = *hit;
+    as_computed.set_cached(false);
+    as_computed.set_request_id(first->request_id());
+    EXPECT_EQ(DeterministicBytes(as_computed), DeterministicBytes(*first));
+  }
+  EXPECT_EQ(server->service().cache().entries(), 1);
 }
 
 TEST(ServiceTest, FailedCompilationsAreNotCached) {

@@ -179,6 +179,28 @@ TEST(ResultCacheTest, EvictsLeastRecentlyUsedToStayWithinBytes) {
   EXPECT_EQ(cache.entries(), 3);
 }
 
+// The serialized form stored with an entry comes back with it and counts
+// against the capacity (a hit answered in wire form sends these bytes).
+TEST(ResultCacheTest, KeepsTheSerializedFormAndChargesIt) {
+  ResultCache cache(1000);
+  auto wire = std::make_shared<const std::string>(std::string(300, 'w'));
+  cache.Insert("a", ResponseWithId("a"), 200, wire);
+  cache.Insert("b", ResponseWithId("b"), 200);
+  ResultCache::Wire found;
+  ASSERT_NE(cache.Lookup("a", &found), nullptr);
+  EXPECT_EQ(found, wire);
+  ASSERT_NE(cache.Lookup("b", &found), nullptr);
+  EXPECT_EQ(found, nullptr);  // stored without one
+  const int64_t with_wire = cache.bytes();
+  cache.Insert("a", ResponseWithId("a"), 200);  // replaced, without bytes
+  EXPECT_EQ(cache.bytes(), with_wire - 300);
+  // 200 + 300 bytes of wire, twice, do not fit in 1000 with the overheads.
+  cache.Insert("c", ResponseWithId("c"), 200, wire);
+  cache.Insert("d", ResponseWithId("d"), 200, wire);
+  EXPECT_LE(cache.bytes(), 1000);
+  EXPECT_EQ(cache.Lookup("a"), nullptr);
+}
+
 TEST(ResultCacheTest, ZeroCapacityStoresNothing) {
   ResultCache cache(0);
   cache.Insert("a", ResponseWithId("a"), 1);
