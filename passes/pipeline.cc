@@ -119,7 +119,9 @@ absl::StatusOr<LowerResult> LowerUnguarded(const v1::LowerRequest& request,
     result.stats = ok ? CountStats(program) : LowerStats{};
     result.stats.passes = timings;
     if (ok) result.program = std::move(program);
-    return result;
+    // `result` is captured by reference: move it out, or the whole lowered
+    // program is copied on the way back.
+    return std::move(result);
   };
   if (result.diagnostics.HasErrors()) return finish(false);
   LowerOptions options =
