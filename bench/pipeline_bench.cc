@@ -21,6 +21,29 @@
 namespace ferry {
 namespace {
 
+// The request parsed from `bytes` on `arena`, as the service parses it; null
+// (and the benchmark marked failed) when it does not parse.
+const v1::LowerRequest* ParseOnArena(const std::string& bytes,
+                                     google::protobuf::Arena* arena,
+                                     benchmark::State& state) {
+  auto* parsed =
+      google::protobuf::Arena::CreateMessage<v1::LowerRequest>(arena);
+  bool bare = false;
+  if (!ParseRequest(bytes, FileFormat::kBinary, "bench", parsed, &bare).ok()) {
+    state.SkipWithError("parse failed");
+    return nullptr;
+  }
+  return parsed;
+}
+
+// The program's size and the nodes per second of one iteration.
+void SetNodeCounters(benchmark::State& state, int64_t nodes) {
+  state.counters["nodes"] = static_cast<double>(nodes);
+  state.counters["nodes_per_s"] =
+      benchmark::Counter(static_cast<double>(nodes),
+                         benchmark::Counter::kIsIterationInvariantRate);
+}
+
 void BM_Pipeline(benchmark::State& state) {
   const v1::LowerRequest request = MakeBlockProgram(state.range(0));
   const int64_t nodes = request.program().methods(0).nodes_size();
@@ -31,14 +54,8 @@ void BM_Pipeline(benchmark::State& state) {
   for (auto _ : state) {
     // As the service does: protobuf messages live on an arena.
     google::protobuf::Arena arena;
-    auto* parsed =
-        google::protobuf::Arena::CreateMessage<v1::LowerRequest>(&arena);
-    bool bare = false;
-    if (!ParseRequest(bytes, FileFormat::kBinary, "bench", parsed, &bare)
-             .ok()) {
-      state.SkipWithError("parse failed");
-      return;
-    }
+    const v1::LowerRequest* parsed = ParseOnArena(bytes, &arena, state);
+    if (parsed == nullptr) return;
     absl::StatusOr<LowerResult> result = Lower(*parsed);
     if (!result.ok() || !result->ok) {
       state.SkipWithError("lowering failed");
@@ -55,10 +72,7 @@ void BM_Pipeline(benchmark::State& state) {
     }
     ratio = bound ? static_cast<double>(size) / bound : 1.0;
   }
-  state.counters["nodes"] = static_cast<double>(nodes);
-  state.counters["nodes_per_s"] =
-      benchmark::Counter(static_cast<double>(nodes),
-                         benchmark::Counter::kIsIterationInvariantRate);
+  SetNodeCounters(state, nodes);
   state.counters["arena_over_bound"] = ratio;
   for (const PassTiming& p : passes)
     state.counters[p.name + "_Mnodes_per_s"] =
@@ -91,21 +105,12 @@ void BM_ProtobufFloor(benchmark::State& state) {
   ExportProgram(lowered->program, &lowered_proto);
   for (auto _ : state) {
     google::protobuf::Arena arena;
-    auto* parsed =
-        google::protobuf::Arena::CreateMessage<v1::LowerRequest>(&arena);
-    bool bare = false;
-    if (!ParseRequest(bytes, FileFormat::kBinary, "bench", parsed, &bare)
-             .ok()) {
-      state.SkipWithError("parse failed");
-      return;
-    }
+    const v1::LowerRequest* parsed = ParseOnArena(bytes, &arena, state);
+    if (parsed == nullptr) return;
     benchmark::DoNotOptimize(
         SerializeProgram(lowered_proto, FileFormat::kBinary));
   }
-  state.counters["nodes"] = static_cast<double>(nodes);
-  state.counters["nodes_per_s"] =
-      benchmark::Counter(static_cast<double>(nodes),
-                         benchmark::Counter::kIsIterationInvariantRate);
+  SetNodeCounters(state, nodes);
   state.counters["request_bytes"] = static_cast<double>(bytes.size());
   state.counters["response_bytes"] =
       static_cast<double>(lowered_proto.ByteSizeLong());
