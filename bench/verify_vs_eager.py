@@ -38,17 +38,18 @@ import sys
 import tempfile
 import time
 
+import models_bench  # bench/, next to this script
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "client", "python"))
 sys.path.insert(0, os.path.join(ROOT, "build", "python"))
 FERRY = os.path.join(ROOT, "build", "bin", "ferry")
 FRONTEND = os.path.join(ROOT, "scripts", "ferry-torch")
 
-MODELS = {
-    "resnet18": ["torchvision:resnet18", "--input", "1,3,224,224"],
-    "mobilenet_v2": ["torchvision:mobilenet_v2", "--input", "1,3,224,224"],
-    "vit_b_16": ["torchvision:vit_b_16", "--input", "1,3,224,224"],
-}
+# The same models and export arguments as the Lower benchmark (the models
+# this one knows are the torchvision ones there).
+MODELS = {name: spec for name, spec in models_bench.MODELS.items()
+          if spec[0].startswith("torchvision:")}
 STEP = re.compile(r"ferry verify: \S+: (eager_run|lowered_run) ([0-9.]+) ms")
 CORE = re.compile(r"Core: (\S+)")
 
