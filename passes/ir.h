@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <span>
@@ -86,6 +87,13 @@ class Dims : public absl::InlinedVector<int64_t, 4> {
   using InlinedVector::InlinedVector;
   Dims(const std::vector<int64_t>& v)  // NOLINT: implicit, vector-like
       : InlinedVector(v.begin(), v.end()) {}
+  // `dims = {2, 3}` assigns in place rather than moving from a temporary
+  // (which GCC 12 under the sanitizers misreads as using uninitialized
+  // storage: -Wmaybe-uninitialized).
+  Dims& operator=(std::initializer_list<int64_t> list) {
+    assign(list.begin(), list.end());
+    return *this;
+  }
   operator std::vector<int64_t>() const {  // NOLINT: implicit, vector-like
     return std::vector<int64_t>(begin(), end());
   }
