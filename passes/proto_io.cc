@@ -625,7 +625,9 @@ void ExportMethod(const Method& m, v1::Method* p) {
         v1::CallNode* c = pn->mutable_call();
         c->set_op(n.target);
         for (const Argument& a : n.args) ExportArgument(m, a, c->add_args());
-        c->set_schema(n.schema_text);
+        // Empty strings are not on the wire (proto3): setting one would only
+        // allocate it on the response's arena.
+        if (!n.schema_text.empty()) c->set_schema(n.schema_text);
         c->set_at_load(n.at_load);
         break;
       }
@@ -660,7 +662,7 @@ void ExportMethod(const Method& m, v1::Method* p) {
       case ResultKind::kNone:
         break;
     }
-    pn->set_delegation_tag(n.delegation_tag);
+    if (!n.delegation_tag.empty()) pn->set_delegation_tag(n.delegation_tag);
     if (n.source != nullptr) {
       pn->mutable_source()->set_file(n.source->file);
       pn->mutable_source()->set_line(n.source->line);
