@@ -65,6 +65,15 @@ def run(cmd):
     return done
 
 
+def export_with_inputs(name, work):
+    """Exports model `name` with its weights and example inputs into `work`;
+    returns the request's and the inputs' paths."""
+    path = os.path.join(work, f"{name}.binpb")
+    inputs = os.path.join(work, f"{name}.inputs.binpb")
+    run([FRONTEND, "export", *MODELS[name], "-o", path, "--inputs-out", inputs])
+    return path, inputs
+
+
 def in_process_lower_ms(path):
     done = run([FERRY, "lower", "--partitioner=capability", "--report=json",
                 "--timings",
@@ -118,15 +127,13 @@ def main():
               f" lowers {runs} runs, verify and eager {verify_runs})")
         for name in args.models.split(","):
             spec = MODELS[name]
-            path = os.path.join(work, f"{name}.binpb")
-            inputs = os.path.join(work, f"{name}.inputs.binpb")
             nw = os.path.join(work, f"{name}.nw.binpb")
             run([FRONTEND, "export", *spec, "-o", nw, "--no-weights"])
             lower_request = cli.read_request(nw)
             lower_request.options.partitioner.kind = program_pb2.BY_CAPABILITY
             verify = None
             if name in verified_models:
-                run([FRONTEND, "export", *spec, "-o", path, "--inputs-out", inputs])
+                path, inputs = export_with_inputs(name, work)
                 verify = compiler_pb2.VerifyRequest()
                 verify.request.CopyFrom(cli.read_request(path))
                 verify.request.options.partitioner.kind = program_pb2.BY_CAPABILITY

@@ -44,7 +44,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "client", "python"))
 sys.path.insert(0, os.path.join(ROOT, "build", "python"))
 FERRY = os.path.join(ROOT, "build", "bin", "ferry")
-FRONTEND = os.path.join(ROOT, "scripts", "ferry-torch")
 
 # The same models and export arguments as the Lower benchmark (the models
 # this one knows are the torchvision ones there).
@@ -101,10 +100,7 @@ def main():
           f" {'verify wall':>12}  openblas")
     for name in args.models.split(","):
         spec = MODELS[name]
-        path = os.path.join(work, f"{name}.binpb")
-        inputs_path = os.path.join(work, f"{name}.inputs.binpb")
-        run([FRONTEND, "export", *spec, "-o", path, "--inputs-out",
-             inputs_path])
+        path, inputs_path = models_bench.export_with_inputs(name, work)
         model, _ = cli.load_model(spec[0])
         model.eval()
         shapes = [cli.parse_input(spec[i + 1]) for i in range(1, len(spec), 2)]
