@@ -339,7 +339,7 @@ absl::Status CheckLowered(const Program& program, const LowerOptions& options) {
     for (const Node& node : method.nodes) {
       if (!node.delegation_tag.empty())
         return violation("'", node.name, "' still carries tag '",
-                         node.delegation_tag, "'");
+                         node.delegation_tag.str(), "'");
       if (node.kind == NodeKind::kGetItem &&
           method.nodes[node.getitem_source].kind == NodeKind::kDelegate &&
           (node.getitem_index < 0 ||

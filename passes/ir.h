@@ -27,6 +27,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
+#include "passes/compact.h"
 #include "passes/dtype.h"
 
 namespace ferry {
@@ -69,11 +70,12 @@ std::string DidYouMeanDevice(std::string_view text);
 // ---------------------------------------------------------------------------
 // Tensor specs.
 
+// (Fields ordered for packing: 24 bytes. Initialise by name.)
 struct MemoryPlacement {
   int32_t arena = 0;
+  bool planned = false;
   int64_t offset = 0;
   int64_t size = 0;
-  bool planned = false;
   friend bool operator==(const MemoryPlacement&,
                          const MemoryPlacement&) = default;
 };
@@ -188,11 +190,13 @@ enum class ArgKind : uint8_t {
   kString,
 };
 
+// The lists and strings only some kinds use are Rare (compact.h): an
+// Argument is 64 bytes, and a node has one per operand.
 struct Argument {
-  std::string name;             // keyword name, may be empty
-  std::vector<ValueId> values;  // kValueList
-  std::vector<int64_t> ints;
-  std::string string_value;
+  RareString name;             // keyword name, may be empty
+  RareVector<ValueId> values;  // kValueList
+  RareVector<int64_t> ints;    // kInts
+  RareString string_value;     // kString
   int64_t int_value = 0;
   double float_value = 0;
   ValueId value;  // kValue
@@ -236,16 +240,16 @@ struct Node {
 
   // kCall: the schema text given on the node (may be empty) and the resolved
   // schema (from the node or the registry; null when unknown).
-  std::string schema_text;
+  RareString schema_text;
   std::shared_ptr<const OpSchema> schema;
 
   // kCall / kDelegate arguments; kOutput: the returned values.
   std::vector<Argument> args;
 
-  TensorSpec tensor;              // kTensor
-  std::vector<TensorSpec> tuple;  // kTuple
+  TensorSpec tensor;             // kTensor
+  RareVector<TensorSpec> tuple;  // kTuple
 
-  std::string delegation_tag;
+  RareString delegation_tag;
   // Where the node came from; null when the wire form had no `source`.
   // Shared and immutable: copies of a node (copy insertion, module
   // inlining) share it.

@@ -180,7 +180,7 @@ void CheckTaggedNodes(Method& method, const StorageRoots& roots,
             codes::kPartitionUnsupported,
             absl::StrCat("operator '", node.target,
                          "' cannot be lowered into a delegate (tag '",
-                         node.delegation_tag, "')"),
+                         node.delegation_tag.str(), "')"),
             {node.name},
             "leave metadata-only operators, copies and operators with a "
             "custom schema untagged");
@@ -196,7 +196,8 @@ void CheckTaggedNodes(Method& method, const StorageRoots& roots,
         diagnostics.Error(
             codes::kPartitionUnsupported,
             absl::StrCat("backend '", backend, "' does not run operator '",
-                         node.target, "' (tag '", node.delegation_tag, "')"),
+                         node.target, "' (tag '", node.delegation_tag.str(),
+                         "')"),
             {node.name},
             "leave the node untagged (it runs on the host), or tag it for a "
             "backend that runs it (GetCapabilities lists each backend's "
@@ -211,7 +212,7 @@ void CheckTaggedNodes(Method& method, const StorageRoots& roots,
               absl::StrCat("in-place operator '", node.target, "' writes '",
                            method.ValueName(written),
                            "', which is defined outside partition '",
-                           node.delegation_tag, "'"),
+                           node.delegation_tag.str(), "'"),
               {node.name, method.ValueName(written)},
               "a delegate cannot write its inputs; leave the in-place "
               "operator on the host");
@@ -514,7 +515,7 @@ absl::StatusOr<PassStats> Partition(Program& program,
               codes::kPartitionUnsupported,
               absl::StrCat(
                   "'", node.name, "' (", node.target, ") is an alias of '",
-                  root, "' that leaves partition '", node.delegation_tag,
+                  root, "' that leaves partition '", node.delegation_tag.str(),
                   "', and '", root,
                   "' is written in place outside it afterwards: the delegate "
                   "would return a copy the write does not reach"),

@@ -87,13 +87,11 @@ constexpr std::pair<const char*, PassFn> kPasses[] = {
     {"plan_memory", &PlanMemory},
 };
 
-absl::StatusOr<LowerResult> LowerUnguarded(const v1::LowerRequest& request,
-                                           const ContinueFn& keep_going,
-                                           const ResourceLimits& limits,
-                                           const BackendOperators& backends,
-                                           const BlobFetcher& fetch_blob,
-                                           const AfterPassFn& after_pass,
-                                           const ProgressFn& progress) {
+absl::StatusOr<LowerResult> LowerUnguarded(
+    const v1::LowerRequest& request, const ContinueFn& keep_going,
+    const ResourceLimits& limits, const BackendOperators& backends,
+    const BlobFetcher& fetch_blob, const AfterPassFn& after_pass,
+    const ProgressFn& progress, const std::function<void()>& release_request) {
   using Clock = std::chrono::steady_clock;
   LowerResult result;
   std::vector<PassTiming> timings;
@@ -113,8 +111,15 @@ absl::StatusOr<LowerResult> LowerUnguarded(const v1::LowerRequest& request,
   Program program = timed(kImportStage, [&] {
     return ImportProgram(request.program(), result.diagnostics);
   });
+  // Diagnostics get their sources from the request until it is released,
+  // then from the IR (which carries them), whether or not the caller frees
+  // it: the same report either way.
+  bool request_read = false;
   auto finish = [&](bool ok) {
-    AttachNodeSources(request.program(), result.diagnostics);
+    if (request_read)
+      AttachNodeSources(program, result.diagnostics);
+    else
+      AttachNodeSources(request.program(), result.diagnostics);
     result.ok = ok;
     result.stats = ok ? CountStats(program) : LowerStats{};
     result.stats.passes = timings;
@@ -139,6 +144,9 @@ absl::StatusOr<LowerResult> LowerUnguarded(const v1::LowerRequest& request,
   options.request_bytes = static_cast<int64_t>(request.ByteSizeLong());
   if (absl::Status addressable = CheckAddressable(program); !addressable.ok())
     return addressable;
+  AttachNodeSources(request.program(), result.diagnostics);
+  request_read = true;
+  if (release_request) release_request();
 
   for (const auto& [name, pass] : kPasses) {
     if (keep_going && !keep_going())
@@ -176,16 +184,14 @@ std::vector<std::string> PipelinePassNames() {
   return names;
 }
 
-absl::StatusOr<LowerResult> Lower(const v1::LowerRequest& request,
-                                  const ContinueFn& keep_going,
-                                  const ResourceLimits& limits,
-                                  const BackendOperators& backends,
-                                  const BlobFetcher& fetch_blob,
-                                  const AfterPassFn& after_pass,
-                                  const ProgressFn& progress) {
+absl::StatusOr<LowerResult> Lower(
+    const v1::LowerRequest& request, const ContinueFn& keep_going,
+    const ResourceLimits& limits, const BackendOperators& backends,
+    const BlobFetcher& fetch_blob, const AfterPassFn& after_pass,
+    const ProgressFn& progress, const std::function<void()>& release_request) {
   try {
     return LowerUnguarded(request, keep_going, limits, backends, fetch_blob,
-                          after_pass, progress);
+                          after_pass, progress, release_request);
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError(
         "out of memory while lowering the program");

@@ -86,14 +86,16 @@ struct LowerResult {
 // is RESOURCE_EXHAUSTED, any other exception INTERNAL.
 // `backends`: what each backend runs (BackendOperators). `progress` hears
 // each stage begin and finish (with the duration LowerStats::passes
-// records).
-absl::StatusOr<LowerResult> Lower(const v1::LowerRequest& request,
-                                  const ContinueFn& keep_going = {},
-                                  const ResourceLimits& limits = {},
-                                  const BackendOperators& backends = {},
-                                  const BlobFetcher& fetch_blob = {},
-                                  const AfterPassFn& after_pass = {},
-                                  const ProgressFn& progress = {});
+// records). `release_request`, when given, is called once the pipeline has
+// read all it needs of the request (after import and validation, before the
+// passes), so that a caller can free it and the passes' peak does not hold
+// it too; the request must not be touched after that call.
+absl::StatusOr<LowerResult> Lower(
+    const v1::LowerRequest& request, const ContinueFn& keep_going = {},
+    const ResourceLimits& limits = {}, const BackendOperators& backends = {},
+    const BlobFetcher& fetch_blob = {}, const AfterPassFn& after_pass = {},
+    const ProgressFn& progress = {},
+    const std::function<void()>& release_request = {});
 
 // The stages Lower runs, in order, named as LowerStats::passes names them:
 // "import", "validate", then each pass. A lowering that runs to the end

@@ -324,8 +324,10 @@ absl::Status Apply(Method& method, const StorageRoots& roots,
   for (size_t k = 0; k < blocks.size(); ++k) {
     const int32_t slot = slots.Of(blocks[k].root);
     FERRY_RET_CHECK(slot >= 0 && slot < slots.size());
-    placement[slot] = MemoryPlacement{plan.block_arena[k], blocks[k].offset,
-                                      blocks[k].size, true};
+    placement[slot] = MemoryPlacement{.arena = plan.block_arena[k],
+                                      .planned = true,
+                                      .offset = blocks[k].offset,
+                                      .size = blocks[k].size};
   }
   for (int32_t i = 0; i < static_cast<int32_t>(method.nodes.size()); ++i) {
     Node& node = method.nodes[i];

@@ -495,7 +495,7 @@ class MethodImporter {
 
   void ResolveSchema(Node& n) {
     if (!n.schema_text.empty()) {
-      absl::StatusOr<OpSchema> parsed = ParseSchema(n.schema_text);
+      absl::StatusOr<OpSchema> parsed = ParseSchema(n.schema_text.str());
       if (!parsed.ok()) {
         diagnostics_.Error(
             codes::kBadSchema,

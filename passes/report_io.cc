@@ -111,6 +111,33 @@ void AttachNodeSources(const v1::Program& program, Diagnostics& diagnostics) {
   }
 }
 
+void AttachNodeSources(const Program& program, Diagnostics& diagnostics) {
+  std::map<std::pair<std::string, std::string_view>, const SourceLocation*>
+      sources;
+  auto index = [&](const std::string& method, const Method& graph) {
+    for (const Node& node : graph.nodes)
+      if (node.source != nullptr && !node.source->file.empty())
+        sources.emplace(
+            std::pair<std::string, std::string_view>(method, node.name),
+            node.source.get());
+  };
+  bool indexed = false;
+  for (Diagnostic& d : diagnostics.mutable_items()) {
+    if (d.method.empty() || d.nodes.empty() || !d.source.file.empty()) continue;
+    if (!indexed) {
+      for (const Method& method : program.methods) index(method.name, method);
+      for (const LoweredModule& module : program.modules)
+        index("module:" + module.id, module.graph);
+      indexed = true;
+    }
+    auto it = sources.find(
+        std::pair<std::string, std::string_view>(d.method, d.nodes.front()));
+    if (it == sources.end()) continue;
+    d.source =
+        DiagnosticSource{it->second->file, it->second->line, it->second->name};
+  }
+}
+
 void StatsToProto(const LowerStats& stats, v1::LowerStats* out) {
   out->set_h2d_copies(stats.h2d_copies);
   out->set_d2h_copies(stats.d2h_copies);

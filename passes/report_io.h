@@ -29,6 +29,10 @@ Diagnostics DiagnosticsFromProto(
 // client sent it, so that import errors get theirs too. Diagnostics without
 // a method, or naming no node of it with a source, keep theirs (none).
 void AttachNodeSources(const v1::Program& program, Diagnostics& diagnostics);
+// Same, from the IR's Node.source: for diagnostics made after the request
+// was released (Lower's `release_request`). Finds what the wire form's
+// lookup finds for every node that came from the request.
+void AttachNodeSources(const Program& program, Diagnostics& diagnostics);
 
 void StatsToProto(const LowerStats& stats, v1::LowerStats* out);
 LowerStats StatsFromProto(const v1::LowerStats& stats);

@@ -138,14 +138,14 @@ absl::StatusOr<std::vector<const Argument*>> BindArguments(
   }
   for (const Argument& arg : args) {
     if (arg.name.empty()) continue;
-    int index = schema.ArgumentIndex(arg.name);
+    int index = schema.ArgumentIndex(arg.name.str());
     if (index < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("'", op, "' has no parameter called '", arg.name, "'"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'", op, "' has no parameter called '", arg.name.str(), "'"));
     }
     if (bound[index] != nullptr) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "argument '", arg.name, "' of '", op, "' is given twice"));
+          "argument '", arg.name.str(), "' of '", op, "' is given twice"));
     }
     bound[index] = &arg;
   }

@@ -280,7 +280,7 @@ std::string ArgumentText(const Method& graph, const Argument& arg) {
     case ArgKind::kNone:
       return "None";
     case ArgKind::kString:
-      return absl::StrCat("string '", arg.string_value, "'");
+      return absl::StrCat("string '", arg.string_value.str(), "'");
   }
   return "an argument";
 }

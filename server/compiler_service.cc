@@ -981,13 +981,19 @@ void CompilerService::RunLowerFlight(LowerFlight& flight) {
   // (Call::Complete).
   v1::LowerResponse built;
   {
-    absl::StatusOr<LowerResult> result =
-        ferry::Lower(*flight.request, keep_going, options_.limits,
-                     DeclaredBackendOperators(), Fetcher(), {}, progress);
+    // The request is freed as soon as the pipeline has read it.
+    auto release_request = [&flight, first, large] {
+      if (flight.request == nullptr) return;
+      flight.request = nullptr;
+      first->ReleaseRequest();
+      if (large) ReleaseFreedMemory();
+    };
+    absl::StatusOr<LowerResult> result = ferry::Lower(
+        *flight.request, keep_going, options_.limits,
+        DeclaredBackendOperators(), Fetcher(), {}, progress, release_request);
     RecordJobTime(Clock::now() - start);
-    flight.request = nullptr;
-    first->ReleaseRequest();
-    if (large) ReleaseFreedMemory();
+    release_request();                // if the pipeline stopped before it
+    if (large) ReleaseFreedMemory();  // and what the passes freed
     if (!result.ok()) {
       grpc::Status status =
           result.status().code() == absl::StatusCode::kCancelled

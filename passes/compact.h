@@ -1,0 +1,170 @@
+// Fields most nodes and arguments leave empty, in one pointer each.
+//
+// A Node or Argument carries strings and lists that most programs never
+// set (a delegation tag, a keyword name, an int list). A std::string or
+// std::vector costs 24-32 bytes even when empty, and the IR holds millions
+// of nodes: RareString and RareVector cost 8 bytes when empty and keep their
+// contents on the heap when set (docs/performance.md, "Memory per node").
+// Both are values: copying one copies its contents.
+#ifndef FERRY_PASSES_COMPACT_H_
+#define FERRY_PASSES_COMPACT_H_
+
+#include <cstddef>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace ferry {
+
+// A string that is usually empty. Reads as a const std::string&.
+class RareString {
+ public:
+  RareString() = default;
+  RareString(std::string s) { assign(std::move(s)); }  // NOLINT: string-like
+  RareString(std::string_view s) : RareString(std::string(s)) {}  // NOLINT
+  RareString(const char* s) : RareString(std::string(s)) {}  // NOLINT
+  RareString(const RareString& other) { *this = other; }
+  RareString(RareString&&) noexcept = default;
+  RareString& operator=(const RareString& other) {
+    if (this != &other) assign(other.str());
+    return *this;
+  }
+  RareString& operator=(RareString&&) noexcept = default;
+  RareString& operator=(std::string s) {
+    assign(std::move(s));
+    return *this;
+  }
+  RareString& operator=(std::string_view s) { return *this = std::string(s); }
+  RareString& operator=(const char* s) { return *this = std::string(s); }
+
+  const std::string& str() const { return text_ ? *text_ : Empty(); }
+  operator const std::string&() const { return str(); }  // NOLINT
+  bool empty() const { return text_ == nullptr; }
+  size_t size() const { return str().size(); }
+  const char* c_str() const { return str().c_str(); }
+  void clear() { text_.reset(); }
+
+  friend bool operator==(const RareString& a, const RareString& b) {
+    return a.str() == b.str();
+  }
+  friend bool operator==(const RareString& a, std::string_view b) {
+    return a.str() == b;
+  }
+  friend bool operator==(const RareString& a, const char* b) {
+    return a.str() == b;
+  }
+  friend bool operator==(const RareString& a, const std::string& b) {
+    return a.str() == b;
+  }
+
+ private:
+  static const std::string& Empty() {
+    static const std::string* const empty = new std::string();
+    return *empty;
+  }
+  void assign(std::string s) {
+    if (s.empty())
+      text_.reset();
+    else
+      text_ = std::make_unique<std::string>(std::move(s));
+  }
+  std::unique_ptr<std::string> text_;  // null when empty
+};
+
+// A list that is usually empty, with the parts of std::vector's interface
+// the IR uses. Reads as a const std::vector<T>&.
+template <typename T>
+class RareVector {
+ public:
+  using value_type = T;
+  using iterator = typename std::vector<T>::iterator;
+  using const_iterator = typename std::vector<T>::const_iterator;
+
+  RareVector() = default;
+  RareVector(std::vector<T> v) { assign(std::move(v)); }  // NOLINT
+  RareVector(std::initializer_list<T> list)
+      : RareVector(std::vector<T>(list)) {}
+  RareVector(const RareVector& other) { *this = other; }
+  RareVector(RareVector&&) noexcept = default;
+  RareVector& operator=(const RareVector& other) {
+    if (this != &other) assign(other.vec());
+    return *this;
+  }
+  RareVector& operator=(RareVector&&) noexcept = default;
+  RareVector& operator=(std::vector<T> v) {
+    assign(std::move(v));
+    return *this;
+  }
+  RareVector& operator=(std::initializer_list<T> list) {
+    assign(std::vector<T>(list));
+    return *this;
+  }
+
+  const std::vector<T>& vec() const { return items_ ? *items_ : Empty(); }
+  operator const std::vector<T>&() const { return vec(); }  // NOLINT
+  // The list to change; allocates it when empty.
+  std::vector<T>& mutable_vec() {
+    if (!items_) items_ = std::make_unique<std::vector<T>>();
+    return *items_;
+  }
+
+  bool empty() const { return vec().empty(); }
+  size_t size() const { return vec().size(); }
+  const T& operator[](size_t i) const { return vec()[i]; }
+  T& operator[](size_t i) { return (*items_)[i]; }
+  const T& front() const { return vec().front(); }
+  const T& back() const { return vec().back(); }
+  T& back() { return items_->back(); }
+  const_iterator begin() const { return vec().begin(); }
+  const_iterator end() const { return vec().end(); }
+  iterator begin() { return items_ ? items_->begin() : iterator(); }
+  iterator end() { return items_ ? items_->end() : iterator(); }
+  const T* data() const { return vec().data(); }
+
+  void push_back(T value) { mutable_vec().push_back(std::move(value)); }
+  template <typename... Args>
+  T& emplace_back(Args&&... args) {
+    return mutable_vec().emplace_back(std::forward<Args>(args)...);
+  }
+  void reserve(size_t n) {
+    if (n > 0) mutable_vec().reserve(n);
+  }
+  void resize(size_t n) {
+    if (n == 0)
+      clear();
+    else
+      mutable_vec().resize(n);
+  }
+  template <typename It>
+  void assign(It first, It last) {
+    assign(std::vector<T>(first, last));
+  }
+  void clear() { items_.reset(); }
+
+  friend bool operator==(const RareVector& a, const RareVector& b) {
+    return a.vec() == b.vec();
+  }
+  friend bool operator==(const RareVector& a, const std::vector<T>& b) {
+    return a.vec() == b;
+  }
+
+ private:
+  static const std::vector<T>& Empty() {
+    static const std::vector<T>* const empty = new std::vector<T>();
+    return *empty;
+  }
+  void assign(std::vector<T> v) {
+    if (v.empty())
+      items_.reset();
+    else
+      items_ = std::make_unique<std::vector<T>>(std::move(v));
+  }
+  std::unique_ptr<std::vector<T>> items_;  // null when empty
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_PASSES_COMPACT_H_
