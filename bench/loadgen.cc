@@ -153,7 +153,8 @@ int MeasureFloor(const ferry::v1::LowerRequest& request) {
     }
     ferry::v1::LowerResponse response;
     response.set_ok(true);
-    ferry::ExportProgram(lowered->program, response.mutable_program());
+    ferry::ExportProgram(std::move(lowered->program),
+                         response.mutable_program());
     response_wire = response.SerializeAsString();
   }
   const int64_t nodes = ferry::CountNodes(request.program());
@@ -200,7 +201,8 @@ int MeasureFloor(const ferry::v1::LowerRequest& request) {
     if (!lowered.ok() || !lowered->ok) return 1;
     ferry::v1::LowerResponse response;
     response.set_ok(true);
-    ferry::ExportProgram(lowered->program, response.mutable_program());
+    ferry::ExportProgram(std::move(lowered->program),
+                         response.mutable_program());
     std::string serialized = response.SerializeAsString();
   }
   report("inprocess", base, PeakResidentKiB());
@@ -332,7 +334,7 @@ int main(int argc, char** argv) {
     if (!lowered->ok) return "did not lower";
     ferry::v1::LowerResponse built;
     built.set_ok(true);
-    ferry::ExportProgram(lowered->program, built.mutable_program());
+    ferry::ExportProgram(std::move(lowered->program), built.mutable_program());
     ferry::v1::LowerResponse received;
     if (!received.ParseFromString(built.SerializeAsString()))
       return "response does not parse";

@@ -120,7 +120,7 @@ int Run(int64_t target) {
   {
     google::protobuf::Arena out_arena;
     auto* out = google::protobuf::Arena::CreateMessage<v1::Program>(&out_arena);
-    ExportProgram((*result)->program, out);
+    ExportProgram(std::move((*result)->program), out);
     response = SerializeProgram(*out, FileFormat::kBinary);
   }
   report("export");

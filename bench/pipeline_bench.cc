@@ -69,7 +69,7 @@ void BM_Pipeline(benchmark::State& state) {
     }
     google::protobuf::Arena arena;
     auto* out = google::protobuf::Arena::CreateMessage<v1::Program>(&arena);
-    ExportProgram(result->program, out);
+    ExportProgram(std::move(result->program), out);
     benchmark::DoNotOptimize(SerializeProgram(*out, FileFormat::kBinary));
     passes = result->stats.passes;
     int64_t size = 0, bound = 0;

@@ -25,7 +25,7 @@ class RareString {
   RareString() = default;
   RareString(std::string s) { assign(std::move(s)); }  // NOLINT: string-like
   RareString(std::string_view s) : RareString(std::string(s)) {}  // NOLINT
-  RareString(const char* s) : RareString(std::string(s)) {}  // NOLINT
+  RareString(const char* s) : RareString(std::string(s)) {}       // NOLINT
   RareString(const RareString& other) { *this = other; }
   RareString(RareString&&) noexcept = default;
   RareString& operator=(const RareString& other) {

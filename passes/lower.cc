@@ -153,6 +153,10 @@ class BuildModule {
     module.returns_tuple = true;
     Method& graph = module.graph;
     graph.name = module.id;
+    // Sized once: a grown vector keeps up to twice what it holds, and the
+    // modules hold every lowered node.
+    graph.nodes.reserve(group_.inputs.size() + group_.members.size() + 1);
+    module.input_layouts.reserve(group_.inputs.size());
     for (const ValueId& v : group_.inputs) {
       Node input;
       input.kind = NodeKind::kInput;
@@ -254,6 +258,10 @@ class ReplaceGroups {
     FERRY_RET_CHECK(module_ids.size() == groups.size());
     std::vector<Item> group_items;          // delegates and getitems
     std::map<ValueId, int32_t> getitem_of;  // exported old value -> item
+    size_t group_item_count = 0;
+    for (const Group& group : groups)
+      group_item_count += 1 + group.outputs.size();
+    group_items.reserve(group_item_count);
     std::vector<int32_t> delegate_of_group(groups.size());
     for (size_t g = 0; g < groups.size(); ++g) {
       const Group& group = groups[g];
@@ -262,9 +270,11 @@ class ReplaceGroups {
       delegate.node.name =
           UniqueName(absl::StrCat("delegate_", group.tag), names_);
       delegate.node.target = module_ids[g];
+      delegate.node.args.reserve(group.inputs.size());
       for (const ValueId& v : group.inputs)
         delegate.node.args.push_back(Argument::Value(v));
       delegate.node.result = ResultKind::kTuple;
+      delegate.node.tuple.reserve(group.outputs.size());
       for (const ValueId& v : group.outputs) {
         const TensorSpec* spec = method_.Spec(v);
         // Outputs are tensors: validation refuses scalars outside metadata
@@ -296,6 +306,9 @@ class ReplaceGroups {
     }
     const int32_t n = static_cast<int32_t>(method_.nodes.size());
     Replaced out;
+    out.items.reserve(
+        static_cast<size_t>(std::count(group_of.begin(), group_of.end(), -1)) +
+        group_items.size());
     std::vector<int32_t> item_of(n, -1);
     for (int32_t i = 0; i < n; ++i) {
       if (group_of[i] != -1) continue;
@@ -401,6 +414,7 @@ absl::StatusOr<PassStats> LowerPartitions(Program& program,
     if (!grouping.ok()) return grouping.status();
     if (grouping->groups.empty()) continue;
     std::vector<std::string> ids;
+    program.modules.reserve(program.modules.size() + grouping->groups.size());
     for (const Group& group : grouping->groups) {
       auto tag_target = tag_targets.find(group.tag);
       ModuleTarget target;

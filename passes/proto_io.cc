@@ -851,34 +851,69 @@ Program ImportProgram(const v1::Program& proto, Diagnostics& diagnostics) {
   return program;
 }
 
+namespace {
+
+void ExportConstant(const Constant& c, v1::Constant* pc) {
+  pc->set_name(c.name);
+  ExportSpec(c.spec, pc->mutable_spec());
+  if (c.data) pc->set_data(*c.data);
+  if (c.data_digest) {
+    pc->mutable_data_digest()->set_hash(c.data_digest->hash);
+    pc->mutable_data_digest()->set_size_bytes(c.data_digest->size_bytes);
+  }
+  pc->set_seed(c.seed);
+}
+
+void ExportModule(const LoweredModule& m, v1::LoweredModule* pm) {
+  pm->set_id(m.id);
+  pm->set_backend(m.backend);
+  for (const CompileSpec& cs : m.compile_specs) {
+    v1::CompileSpec* p = pm->add_compile_specs();
+    p->set_key(cs.key);
+    p->set_value(cs.value);
+  }
+  ExportMethod(m.graph, pm->mutable_graph());
+  for (const TensorSpec& s : m.input_layouts)
+    ExportSpec(s, pm->add_input_layouts());
+  pm->set_returns_tuple(m.returns_tuple);
+}
+
+// Frees what `v` holds now, not when its owner goes.
+template <typename T>
+void Release(std::vector<T>& v) {
+  std::vector<T>().swap(v);
+}
+
+}  // namespace
+
 void ExportProgram(const Program& program, v1::Program* proto) {
   proto->Clear();
   for (const Method& m : program.methods) ExportMethod(m, proto->add_methods());
-  for (const Constant& c : program.constants) {
-    v1::Constant* pc = proto->add_constants();
-    pc->set_name(c.name);
-    ExportSpec(c.spec, pc->mutable_spec());
-    if (c.data) pc->set_data(*c.data);
-    if (c.data_digest) {
-      pc->mutable_data_digest()->set_hash(c.data_digest->hash);
-      pc->mutable_data_digest()->set_size_bytes(c.data_digest->size_bytes);
-    }
-    pc->set_seed(c.seed);
+  for (const Constant& c : program.constants)
+    ExportConstant(c, proto->add_constants());
+  for (const LoweredModule& m : program.modules)
+    ExportModule(m, proto->add_modules());
+}
+
+void ExportProgram(Program&& program, v1::Program* proto) {
+  proto->Clear();
+  // The same message: each repeated field gets its items in the same order
+  // (the wire form orders fields by number, whatever order they were set).
+  for (LoweredModule& m : program.modules) {
+    ExportModule(m, proto->add_modules());
+    m = LoweredModule{};
   }
-  for (const LoweredModule& m : program.modules) {
-    v1::LoweredModule* pm = proto->add_modules();
-    pm->set_id(m.id);
-    pm->set_backend(m.backend);
-    for (const CompileSpec& cs : m.compile_specs) {
-      v1::CompileSpec* p = pm->add_compile_specs();
-      p->set_key(cs.key);
-      p->set_value(cs.value);
-    }
-    ExportMethod(m.graph, pm->mutable_graph());
-    for (const TensorSpec& s : m.input_layouts)
-      ExportSpec(s, pm->add_input_layouts());
-    pm->set_returns_tuple(m.returns_tuple);
+  Release(program.modules);
+  for (Constant& c : program.constants) {
+    ExportConstant(c, proto->add_constants());
+    c = Constant{};
   }
+  Release(program.constants);
+  for (Method& m : program.methods) {
+    ExportMethod(m, proto->add_methods());
+    m = Method{};
+  }
+  Release(program.methods);
 }
 
 FileFormat FormatFromPath(std::string_view path_view) {

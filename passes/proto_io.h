@@ -33,6 +33,11 @@ Program ImportProgram(const v1::Program& proto, Diagnostics& diagnostics);
 
 // The exact inverse of ImportProgram for a program that imported cleanly.
 void ExportProgram(const Program& program, v1::Program* proto);
+// Same, consuming `program`: each module, constant and method is freed once
+// it is written, so that the IR and the message are not both whole at once
+// (the service's response, docs/performance.md "Memory per node").
+// `program` is left empty.
+void ExportProgram(Program&& program, v1::Program* proto);
 
 enum class FileFormat { kUnknown, kText, kBinary, kJson };
 // By extension: .textproto/.txtpb/.pbtxt -> text, .pb/.binpb -> binary,

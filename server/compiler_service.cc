@@ -1005,7 +1005,8 @@ void CompilerService::RunLowerFlight(LowerFlight& flight) {
     // A malformed program (E01xx-E05xx) is an OK response like a compile
     // failure: its diagnostics, all of them, are in the body.
     built.set_ok(result->ok);
-    if (result->ok) ExportProgram(result->program, built.mutable_program());
+    if (result->ok)
+      ExportProgram(std::move(result->program), built.mutable_program());
     DiagnosticsToProto(result->diagnostics, built.mutable_diagnostics());
     StatsToProto(result->stats, built.mutable_stats());
   }  // the IR goes here

@@ -51,6 +51,36 @@ TEST(ProtoIo, EveryExampleAndTestProgramRoundTripsByteIdentically) {
   }
 }
 
+// The consuming export (the service's) writes the same bytes as the const
+// one, for every program that lowers, and leaves the program empty.
+TEST(ProtoIo, ConsumingExportWritesTheSameBytesAndFreesTheProgram) {
+  int lowered = 0;
+  for (const fs::path& file : ProgramFiles()) {
+    v1::LowerRequest request;
+    bool bare = false;
+    ASSERT_TRUE(
+        ReadRequestFile(file.string(), FileFormat::kUnknown, &request, &bare)
+            .ok())
+        << file;
+    absl::StatusOr<LowerResult> result = Lower(request);
+    if (!result.ok() || !result->ok) continue;
+    ++lowered;
+    v1::Program kept;
+    ExportProgram(result->program, &kept);
+    v1::Program consumed;
+    ExportProgram(std::move(result->program), &consumed);
+    EXPECT_EQ(SerializeProgram(consumed, FileFormat::kBinary),
+              SerializeProgram(kept, FileFormat::kBinary))
+        << file;
+    EXPECT_EQ(ToText(consumed), ToText(kept)) << file;
+    EXPECT_TRUE(result->program.methods.empty() &&
+                result->program.modules.empty() &&
+                result->program.constants.empty())
+        << file;
+  }
+  EXPECT_GT(lowered, 30);
+}
+
 TEST(ProtoIo, EveryDTypeMapsToTheWireAndBack) {
   // Each IR dtype has a wire value of its own that reads back as it.
   std::set<int> wire;
