@@ -976,8 +976,9 @@ void CompilerService::RunLowerFlight(LowerFlight& flight) {
 
   // Each form of the program lives only as long as it must, so that the
   // job's peak holds as few of them at once as it can (docs/performance.md,
-  // "Memory per node"): the parsed request until the pipeline has run, the
-  // IR until it is exported, the response message until it is serialized
+  // "Memory per node"): the parsed request until the pipeline has read it
+  // (after validation), the IR until it is exported (each module and method
+  // freed once written), the response message until it is serialized
   // (Call::Complete).
   v1::LowerResponse built;
   {
