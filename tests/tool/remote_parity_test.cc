@@ -366,11 +366,17 @@ TEST(ExitCodes, MemoryBudgetIsRetryLaterAndOverTheWholeBudgetIsNot) {
   EXPECT_EQ(over.exit_code, kExitErrors) << over.err;
   EXPECT_NE(over.err.find("memory_estimate_bytes"), std::string::npos)
       << over.err;
-  // A small program still lowers.
-  ToolRun small = Ferry({"lower", "--server", ferryd.address(),
-                         scratch.Write("chain2.textproto", chain(2))},
-                        scratch);
-  EXPECT_EQ(small.exit_code, kExitOk) << small.err;
+  // A small program still lowers. (Exit 4 is "retry later": a loaded
+  // machine can refuse a connection now and then, as RemoteParityTest
+  // allows; a server that died stays refused.)
+  const std::vector<std::string> small_args = {
+      "lower", "--server", ferryd.address(),
+      scratch.Write("chain2.textproto", chain(2))};
+  ToolRun small = Ferry(small_args, scratch);
+  for (int retry = 0; retry < 2 && small.exit_code == kExitRetry; ++retry)
+    small = Ferry(small_args, scratch);
+  EXPECT_EQ(small.exit_code, kExitOk) << small.err << "\nferryd:\n"
+                                      << ferryd.log();
 }
 
 // No request provokes an internal error deterministically, so the mapping
