@@ -32,16 +32,19 @@ std::vector<fs::path> ProgramFiles() {
   return files;
 }
 
+// Reads one of ProgramFiles() (a request or a bare program).
+bool ReadProgramFile(const fs::path& file, v1::LowerRequest* request) {
+  bool bare = false;
+  return ReadRequestFile(file.string(), FileFormat::kUnknown, request, &bare)
+      .ok();
+}
+
 TEST(ProtoIo, EveryExampleAndTestProgramRoundTripsByteIdentically) {
   std::vector<fs::path> files = ProgramFiles();
   ASSERT_GT(files.size(), 50u);
   for (const fs::path& file : files) {
     v1::LowerRequest request;
-    bool bare = false;
-    ASSERT_TRUE(
-        ReadRequestFile(file.string(), FileFormat::kUnknown, &request, &bare)
-            .ok())
-        << file;
+    ASSERT_TRUE(ReadProgramFile(file, &request)) << file;
     Diagnostics d;
     Program program = ImportProgram(request.program(), d);
     if (d.HasErrors()) continue;  // the invalid-input cases
@@ -57,11 +60,7 @@ TEST(ProtoIo, ConsumingExportWritesTheSameBytesAndFreesTheProgram) {
   int lowered = 0;
   for (const fs::path& file : ProgramFiles()) {
     v1::LowerRequest request;
-    bool bare = false;
-    ASSERT_TRUE(
-        ReadRequestFile(file.string(), FileFormat::kUnknown, &request, &bare)
-            .ok())
-        << file;
+    ASSERT_TRUE(ReadProgramFile(file, &request)) << file;
     absl::StatusOr<LowerResult> result = Lower(request);
     if (!result.ok() || !result->ok) continue;
     ++lowered;
