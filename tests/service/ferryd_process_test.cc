@@ -57,28 +57,25 @@ v1::VerifyRequest LongVerify() { return MatmulVerify(v1::I64, 1024); }
 class OneWorkerFerryd {
  public:
   explicit OneWorkerFerryd(const std::string& drain_grace = "30s")
-      : process_({FERRYD_PATH, "--listen=127.0.0.1:0", "--workers", "1",
-                  "--queue-depth", "4", "--metrics-listen", "127.0.0.1:0",
-                  "--drain-grace", drain_grace},
-                 dir_.File("stderr")) {
-    address_ = process_.ReadLine();
-    std::string metrics = process_.ReadLine();
+      : ferryd_(FERRYD_PATH,
+                {"--workers", "1", "--queue-depth", "4", "--drain-grace",
+                 drain_grace},
+                dir_.File("stderr"), FerrydProcess::Metrics::kOn) {
+    const std::string& metrics = ferryd_.metrics_address();
     size_t colon = metrics.rfind(':');
     if (colon != std::string::npos) {
       http_ = std::make_unique<httplib::Client>(
           metrics.substr(0, colon), std::stoi(metrics.substr(colon + 1)));
     }
-    client_ = Connect(address_, [](ClientOptions& options) {
+    client_ = Connect(ferryd_.address(), [](ClientOptions& options) {
       options.retry.max_attempts = 1;
     });
   }
 
-  bool ok() const {
-    return address_.rfind("127.0.0.1:", 0) == 0 && http_ != nullptr;
-  }
+  bool ok() const { return ferryd_.listening() && http_ != nullptr; }
   Client& client() { return *client_; }
-  Process& process() { return process_; }
-  std::string log() const { return ReadFile(dir_.File("stderr")); }
+  Process& process() { return ferryd_.process(); }
+  std::string log() const { return ferryd_.log(); }
   // Whether /metrics says `text` (e.g. "ferry_jobs_running 1").
   bool MetricsSay(const std::string& text) {
     httplib::Result scraped = http_->Get("/metrics");
@@ -87,8 +84,7 @@ class OneWorkerFerryd {
 
  private:
   TempDir dir_;
-  Process process_;
-  std::string address_;
+  FerrydProcess ferryd_;
   std::unique_ptr<httplib::Client> http_;
   std::unique_ptr<Client> client_;
 };
@@ -203,14 +199,13 @@ TEST(FerrydProcessTest, ServesThenDrainsOnSigtermAndExitsZero) {
             "max-nodes = 50000   # trailing comment\n"
             "default-deadline = 20s\n"
             "listen = 127.0.0.1:1\n");  // overridden by the flag below
-  Process ferryd(
-      {FERRYD_PATH, "--config", dir.File("ferryd.conf"), "--listen=127.0.0.1:0",
-       "--metrics-listen", "127.0.0.1:0", "--drain-grace", "20s"},
-      dir.File("stderr"));
-  std::string address = ferryd.ReadLine();
-  std::string metrics_address = ferryd.ReadLine();
-  ASSERT_EQ(address.rfind("127.0.0.1:", 0), 0u) << address;
-  ASSERT_EQ(metrics_address.rfind("127.0.0.1:", 0), 0u) << metrics_address;
+  FerrydProcess ferryd(
+      FERRYD_PATH,
+      {"--config", dir.File("ferryd.conf"), "--drain-grace", "20s"},
+      dir.File("stderr"), FerrydProcess::Metrics::kOn);
+  ASSERT_TRUE(ferryd.listening()) << ferryd.address() << ferryd.log();
+  const std::string address = ferryd.address();
+  const std::string metrics_address = ferryd.metrics_address();
 
   auto client = Connect(
       address, [](ClientOptions& options) { options.retry.max_attempts = 1; });
@@ -241,7 +236,7 @@ TEST(FerrydProcessTest, ServesThenDrainsOnSigtermAndExitsZero) {
     return scraped &&
            scraped->body.find("ferry_jobs_running 1") != std::string::npos;
   }));
-  ferryd.Signal(SIGTERM);
+  ferryd.process().Signal(SIGTERM);
   ASSERT_TRUE(Eventually([&] {
     absl::StatusOr<bool> serving = client->CheckHealth("ferry.v1.Compiler");
     return serving.ok() && !*serving;
@@ -252,9 +247,9 @@ TEST(FerrydProcessTest, ServesThenDrainsOnSigtermAndExitsZero) {
   absl::StatusOr<v1::LowerResponse> finished = in_flight.get_future().get();
   ASSERT_TRUE(finished.ok()) << finished.status();
   EXPECT_TRUE(finished->ok());
-  EXPECT_EQ(ferryd.WaitForExit(std::chrono::seconds(20)), 0);
+  EXPECT_EQ(ferryd.process().WaitForExit(std::chrono::seconds(20)), 0);
 
-  std::string log = ReadFile(dir.File("stderr"));
+  std::string log = ferryd.log();
   EXPECT_NE(log.find("\"event\":\"start\""), std::string::npos) << log;
   EXPECT_NE(log.find("\"event\":\"drain\""), std::string::npos) << log;
   EXPECT_NE(log.find("\"in_flight_finished\":true"), std::string::npos) << log;
@@ -265,12 +260,12 @@ TEST(FerrydProcessTest, ProbeSpeaksTlsAsTheManifestsUseIt) {
   TempDir dir;
   TestCertificates certificates = MakeCertificates(dir);
   ASSERT_FALSE(certificates.ca.empty());
-  Process ferryd(
-      {FERRYD_PATH, "--listen=127.0.0.1:0", "--tls-cert",
-       certificates.server_cert, "--tls-key", certificates.server_key},
-      dir.File("stderr"));
-  std::string address = ferryd.ReadLine();
-  ASSERT_EQ(address.rfind("127.0.0.1:", 0), 0u) << address;
+  FerrydProcess ferryd(FERRYD_PATH,
+                       {"--tls-cert", certificates.server_cert, "--tls-key",
+                        certificates.server_key},
+                       dir.File("stderr"));
+  ASSERT_TRUE(ferryd.listening()) << ferryd.address() << ferryd.log();
+  const std::string address = ferryd.address();
   Process probe(
       {FERRYD_PATH, "--probe", address, "--probe-service", "ferry.v1.Compiler",
        "--probe-tls-ca", certificates.ca, "--probe-server-name", "localhost"},
@@ -281,8 +276,7 @@ TEST(FerrydProcessTest, ProbeSpeaksTlsAsTheManifestsUseIt) {
   // Plaintext against a TLS port fails (what the kubelet's gRPC probes do).
   Process plain({FERRYD_PATH, "--probe", address}, dir.File("plain-stderr"));
   EXPECT_NE(plain.WaitForExit(std::chrono::seconds(10)), 0);
-  ferryd.Signal(SIGTERM);
-  EXPECT_EQ(ferryd.WaitForExit(std::chrono::seconds(10)), 0);
+  EXPECT_EQ(ferryd.Stop(std::chrono::seconds(10)), 0) << ferryd.log();
 }
 
 TEST(FerrydProcessTest, RejectsUnknownFlagsAndBadValues) {

@@ -18,6 +18,7 @@
 #include "ferry/client.h"
 #include "server/config.h"
 #include "server/ferry_server.h"
+#include "tests/support/ferryd_process.h"
 #include "tests/support/files.h"
 #include "tests/support/process.h"
 #include "tests/support/programs.h"
@@ -94,7 +95,8 @@ struct TestCertificates {
 // Empty paths when openssl failed (the test then fails on its ASSERT).
 TestCertificates MakeCertificates(const TempDir& dir);
 
-// A child process (tests/support/process.h).
+// A child process, and a real ferryd as one (tests/support).
+using testing_util::FerrydProcess;
 using testing_util::Process;
 
 // tests/support: the contents of a file ("" when unreadable), a

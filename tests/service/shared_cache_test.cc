@@ -81,33 +81,32 @@ class RedisServer {
   bool ready_ = false;
 };
 
-// A ferryd process: its gRPC and metrics addresses from its first lines.
+// A ferryd process serving gRPC and /metrics.
 class Replica {
  public:
   Replica(const TempDir& dir, const std::string& name,
-          std::vector<std::string> flags) {
-    std::vector<std::string> args = {FERRYD_PATH, "--listen=127.0.0.1:0",
-                                     "--metrics-listen=127.0.0.1:0",
-                                     "--workers=2", "--drain-grace=1s"};
-    args.insert(args.end(), flags.begin(), flags.end());
-    process_ = std::make_unique<Process>(args, dir.File(name + "-stderr"));
-    address_ = process_->ReadLine();
-    metrics_ = process_->ReadLine();
+          std::vector<std::string> flags)
+      : ferryd_(FERRYD_PATH, WithDefaults(std::move(flags)),
+                dir.File(name + "-stderr"), FerrydProcess::Metrics::kOn) {}
+  // "" when it did not start.
+  std::string address() const {
+    return ferryd_.listening() ? ferryd_.address() : "";
   }
-  const std::string& address() const { return address_; }
   // The value of one series, labels in any order (0 when absent, -1 when
   // the scrape failed).
   int64_t Metric(const std::string& series) const {
-    std::string text = ScrapeMetrics(metrics_);
+    std::string text = ScrapeMetrics(ferryd_.metrics_address());
     if (text.empty()) return -1;
     return static_cast<int64_t>(Exposition(text).Value(series).value_or(0));
   }
-  void Kill() { process_->Signal(SIGKILL); }
+  void Kill() { ferryd_.process().Signal(SIGKILL); }
 
  private:
-  std::unique_ptr<Process> process_;
-  std::string address_;
-  std::string metrics_;
+  static std::vector<std::string> WithDefaults(std::vector<std::string> flags) {
+    flags.insert(flags.begin(), {"--workers=2", "--drain-grace=1s"});
+    return flags;
+  }
+  FerrydProcess ferryd_;
 };
 
 std::unique_ptr<Client> Plain(const std::string& target,

@@ -8,7 +8,6 @@
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
-#include <signal.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -244,14 +243,14 @@ grpc::Status SendGarbage(grpc::GenericStub& stub, std::mt19937& random,
 
 TEST(SoakTest, MixedHostileLoadNeverTakesTheServerDown) {
   TempDir dir;
-  Process ferryd({FERRYD_PATH, "--listen=127.0.0.1:0", "--workers", "2",
-                  "--queue-depth", "16", "--max-memory-bytes",
-                  std::to_string(kBudgetBytes), "--max-verify-bytes",
-                  std::to_string(kBudgetBytes / 4), "--drain-grace", "5s"},
-                 dir.File("stderr"));
-  std::string address = ferryd.ReadLine();
-  ASSERT_EQ(address.rfind("127.0.0.1:", 0), 0u)
-      << address << ReadFile(dir.File("stderr"));
+  FerrydProcess ferryd(
+      FERRYD_PATH,
+      {"--workers", "2", "--queue-depth", "16", "--max-memory-bytes",
+       std::to_string(kBudgetBytes), "--max-verify-bytes",
+       std::to_string(kBudgetBytes / 4), "--drain-grace", "5s"},
+      dir.File("stderr"));
+  ASSERT_TRUE(ferryd.listening()) << ferryd.address() << ferryd.log();
+  const std::string address = ferryd.address();
   int pid = ferryd.pid();
 
   const v1::LowerRequest broadcast = BroadcastConstantRequest();
@@ -387,9 +386,7 @@ TEST(SoakTest, MixedHostileLoadNeverTakesTheServerDown) {
                            "garbage", "valid-lower", "large-lower"}) {
     EXPECT_GT(tally.codes.count(kind), 0u) << kind;
   }
-  ferryd.Signal(SIGTERM);
-  EXPECT_EQ(ferryd.WaitForExit(std::chrono::seconds(30)), 0)
-      << ReadFile(dir.File("stderr")).substr(0, 4000);
+  EXPECT_EQ(ferryd.Stop(), 0) << ferryd.log().substr(0, 4000);
 }
 
 }  // namespace

@@ -1,7 +1,6 @@
 // `ferry lower|verify|caps --server`: the tool through a real ferryd prints
 // what the in-process tool prints, and exits with the same codes.
 #include <gtest/gtest.h>
-#include <signal.h>
 
 #include "client/testing/synthetic_program.h"
 #include "passes/proto_io.h"
@@ -13,11 +12,10 @@ namespace {
 class ToolRemoteTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ferryd_ = std::make_unique<Process>(
-        std::vector<std::string>{FERRYD_PATH, "--listen", "127.0.0.1:0"},
-        dir_.File("ferryd.stderr"));
-    address_ = ferryd_->ReadLine();
-    ASSERT_EQ(address_.rfind("127.0.0.1:", 0), 0u) << address_;
+    ferryd_ = std::make_unique<FerrydProcess>(
+        FERRYD_PATH, std::vector<std::string>{}, dir_.File("ferryd.stderr"));
+    ASSERT_TRUE(ferryd_->listening()) << ferryd_->address() << ferryd_->log();
+    address_ = ferryd_->address();
     dir_.Write("chain.textproto", ToText(SyntheticChainRequest(60)));
     dir_.Write("bad.textproto", R"pb(
       program {
@@ -39,8 +37,7 @@ class ToolRemoteTest : public ::testing::Test {
       })pb");
   }
   void TearDown() override {
-    ferryd_->Signal(SIGTERM);
-    EXPECT_EQ(ferryd_->WaitForExit(std::chrono::seconds(20)), 0);
+    EXPECT_EQ(ferryd_->Stop(std::chrono::seconds(20)), 0) << ferryd_->log();
   }
 
   struct Run {
@@ -58,7 +55,7 @@ class ToolRemoteTest : public ::testing::Test {
   }
 
   TempDir dir_;
-  std::unique_ptr<Process> ferryd_;
+  std::unique_ptr<FerrydProcess> ferryd_;
   std::string address_;
 };
 

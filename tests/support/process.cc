@@ -78,15 +78,21 @@ std::string Process::ReadAll() {
   return text;
 }
 
-void Process::Signal(int signal_number) { kill(pid_, signal_number); }
+void Process::Signal(int signal_number) {
+  // Once reaped, its PID may be another process's.
+  if (pid_ > 0 && !exited_) kill(pid_, signal_number);
+}
 
 int Process::WaitForExit(std::chrono::milliseconds timeout) {
+  if (exited_) return exit_status_;
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
     int status = 0;
     if (waitpid(pid_, &status, WNOHANG) == pid_) {
       exited_ = true;
-      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      exit_status_ =
+          WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      return exit_status_;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }

@@ -34,14 +34,17 @@ class Process {
   std::string ReadLine();
   // All of its remaining stdout.
   std::string ReadAll();
+  // Signals it while it has not been reaped.
   void Signal(int signal_number);
-  // The exit status, or -1 when it did not exit within `timeout`.
+  // The exit status, or -1 when it did not exit within `timeout`; the same
+  // status again once it has exited.
   int WaitForExit(std::chrono::milliseconds timeout);
   int pid() const { return pid_; }
 
  private:
   int pid_ = -1;
   bool exited_ = false;
+  int exit_status_ = -1;
   FILE* stdout_ = nullptr;
 };
 

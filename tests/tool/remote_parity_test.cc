@@ -3,12 +3,11 @@
 // on every conformance case and every error case; the exit codes a build
 // farm acts on (4 retry later, 5 internal); `ferry --version` agrees with
 // `ferryd --version` and GetCapabilities.
-#include <signal.h>
-
 #include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/cord.h"
@@ -18,6 +17,7 @@
 #include "ferry/version.h"
 #include "gtest/gtest.h"
 #include "passes/resource_limits.h"
+#include "tests/support/ferryd_process.h"
 #include "tests/support/files.h"
 #include "tests/support/process.h"
 
@@ -79,35 +79,13 @@ ToolRun Ferry(std::vector<std::string> args, const Scratch& scratch) {
   return RunBinary(FERRY_TOOL, std::move(args), scratch);
 }
 
-// A ferryd on 127.0.0.1 (port 0), stopped by its PID with SIGTERM.
-class Ferryd {
+// A ferryd on 127.0.0.1 (port 0) logging into `scratch`, stopped by its
+// PID with SIGTERM.
+class Ferryd : public testing_util::FerrydProcess {
  public:
-  Ferryd(const Scratch& scratch, std::vector<std::string> flags = {}) {
-    std::vector<std::string> args = {FERRYD_PATH, "--listen", "127.0.0.1:0"};
-    args.insert(args.end(), flags.begin(), flags.end());
-    log_ = scratch.File("ferryd.stderr");
-    process_ = std::make_unique<Process>(args, log_);
-    address_ = process_->ReadLine();  // printed once it listens
-  }
-  ~Ferryd() { Stop(); }
-  const std::string& address() const { return address_; }
-  bool listening() const { return address_.rfind("127.0.0.1:", 0) == 0; }
-  std::string log() const { return testing_util::ReadFile(log_); }
-  // SIGTERM and wait; the exit status (0 after a clean drain).
-  int Stop() {
-    if (stopped_) return stop_status_;
-    stopped_ = true;
-    process_->Signal(SIGTERM);
-    stop_status_ = process_->WaitForExit(std::chrono::seconds(30));
-    return stop_status_;
-  }
-
- private:
-  std::unique_ptr<Process> process_;
-  std::string log_;
-  std::string address_;
-  bool stopped_ = false;
-  int stop_status_ = -1;
+  explicit Ferryd(const Scratch& scratch, std::vector<std::string> flags = {})
+      : FerrydProcess(FERRYD_PATH, std::move(flags),
+                      scratch.File("ferryd.stderr")) {}
 };
 
 // Every program the comparison runs: each conformance case's request, each
