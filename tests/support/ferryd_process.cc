@@ -49,11 +49,9 @@ bool FerrydProcess::listening() const {
 std::string FerrydProcess::log() const { return ReadFile(log_path_); }
 
 int FerrydProcess::Stop(std::chrono::milliseconds timeout) {
-  if (stopped_) return stop_status_;
-  stopped_ = true;
+  // Once it has exited, Process signals nothing and keeps its status.
   process_.Signal(SIGTERM);
-  stop_status_ = process_.WaitForExit(timeout);
-  return stop_status_;
+  return process_.WaitForExit(timeout);
 }
 
 }  // namespace ferry::testing_util

@@ -38,8 +38,8 @@ class FerrydProcess {
   Process& process() { return process_; }
 
   // SIGTERM, then its exit status within `timeout` (0 after a clean drain,
-  // -1 when it did not exit). Only the first call signals; later calls
-  // return the same status.
+  // -1 when it did not exit). Once it has exited, later calls return the
+  // same status and signal nothing.
   int Stop(std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
  private:
@@ -48,8 +48,6 @@ class FerrydProcess {
   std::string address_;
   std::string metrics_address_;
   bool metrics_ = false;
-  bool stopped_ = false;
-  int stop_status_ = -1;
 };
 
 }  // namespace ferry::testing_util
