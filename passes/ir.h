@@ -272,6 +272,15 @@ struct Node {
   TensorSpec* MutableSpec(int32_t element = -1);
 };
 
+// Makes room in `nodes` for `count` nodes and as many again: the copies
+// place_and_copy may add, which it lays out in the same array rather than a
+// second one. The room costs address space only until it is written (a large
+// vector's untouched pages are never faulted in); a method that needs more
+// copies than that grows the array once.
+inline void ReserveNodes(std::vector<Node>& nodes, size_t count) {
+  nodes.reserve(2 * count);
+}
+
 // A node that produces program data: a constant node, or an input that is a
 // parameter, buffer or lifted constant (IsProgramData).
 inline bool IsProgramDataNode(const Node& node) {

@@ -392,7 +392,7 @@ absl::StatusOr<std::vector<Node>> Reorder(Replaced replaced) {
   // Partition checked that every group is convex, so there is no cycle.
   FERRY_RET_CHECK(order.has_value());
   std::vector<Node> nodes;
-  nodes.reserve(count);
+  ReserveNodes(nodes, count);
   for (int32_t i : *order) nodes.push_back(std::move(items[i].node));
   RenumberOperands(nodes, InverseOrder(*order, count));
   return nodes;

@@ -153,7 +153,7 @@ absl::Status StripCopies(Method& method) {
   }
   if (!any) return absl::OkStatus();  // nothing to strip
   std::vector<Node> kept;
-  kept.reserve(n);
+  ReserveNodes(kept, n);
   for (int32_t i = 0; i < n; ++i) {
     if (replacement[i].node != i || replacement[i].element >= 0) continue;
     new_index[i] = static_cast<int32_t>(kept.size());
@@ -659,11 +659,14 @@ class CoherenceWalk {
   absl::flat_hash_set<ValueId> refused_;
 };
 
-// Phase 4: every value's device on its spec, and the placed node list
-// built in one walk: each H2D right before its reader, each D2H right after
-// its source. Each node is moved once, each copy made in its place, and
-// operands are renumbered as they are placed (every operand is placed
-// before its reader).
+// Phase 4: every value's device on its spec, and the copies laid out in the
+// method's own node array: each H2D right before its reader, each D2H right
+// after its source. Every token's place is found first; then the nodes move
+// back to front to theirs (a node's place is at or after its index, so it
+// lands on a slot already vacated), with their operands renumbered, and the
+// copies are made in the slots left between them, front to back (a copy's
+// source, which may be a copy, comes before it). Nodes before the first copy
+// do not move at all.
 //
 //   nodes [x, D1, ...], copies [x_to_cuda0 before D1]
 //   ==> [x, x_to_cuda0, D1, ...]; D1's results labelled cuda:0
@@ -674,10 +677,8 @@ class Assemble {
 
   absl::Status Run(Walked walked) {
     const int32_t n = static_cast<int32_t>(method_.nodes.size());
-    if (walked.copies.empty()) {  // nothing to lay out
-      for (int32_t i = 0; i < n; ++i) LabelNode(i);
-      return absl::OkStatus();
-    }
+    for (int32_t i = 0; i < n; ++i) LabelNode(i);
+    if (walked.copies.empty()) return absl::OkStatus();  // nothing to lay out
     h2d_op_ = LookupOp(kH2DCopyOp);
     d2h_op_ = LookupOp(kD2HCopyOp);
     FERRY_RET_CHECK(h2d_op_ != nullptr && d2h_op_ != nullptr);  // registered
@@ -705,27 +706,43 @@ class Assemble {
         if (copies[c].to_host) d2hs[next[copies[c].anchor]++] = c;
     }
 
+    // Every token's place, and the copies in the order of their places.
     final_index_.assign(n + count, -1);
-    placed_.reserve(n + count);
+    std::vector<int32_t> copy_order;
+    copy_order.reserve(count);
+    int32_t place = 0;
     size_t next_h2d = 0;
     for (int32_t i = 0; i < n; ++i) {
       for (; next_h2d < h2ds.size() && copies[h2ds[next_h2d]].anchor == i;
-           ++next_h2d)
-        if (absl::Status placed = PlaceCopy(n, h2ds[next_h2d], walked);
-            !placed.ok())
-          return placed;
-      LabelNode(i);
-      final_index_[i] = static_cast<int32_t>(placed_.size());
-      placed_.push_back(std::move(method_.nodes[i]));
-      if (absl::Status renumbered = Renumber(placed_.back()); !renumbered.ok())
-        return renumbered;
-      for (int32_t k = d2h_start[i]; k < d2h_start[i + 1]; ++k)
-        if (absl::Status placed = PlaceCopy(n, d2hs[k], walked); !placed.ok())
-          return placed;
+           ++next_h2d) {
+        copy_order.push_back(h2ds[next_h2d]);
+        final_index_[n + h2ds[next_h2d]] = place++;
+      }
+      final_index_[i] = place++;
+      for (int32_t k = d2h_start[i]; k < d2h_start[i + 1]; ++k) {
+        copy_order.push_back(d2hs[k]);
+        final_index_[n + d2hs[k]] = place++;
+      }
     }
     // Every copy has exactly one place.
-    FERRY_RET_CHECK(placed_.size() == final_index_.size());
-    method_.nodes = std::move(placed_);
+    FERRY_RET_CHECK(place == n + count);
+
+    // Room for the copies: the importer and the passes that rebuild a
+    // method's nodes leave it (ReserveNodes), so the array does not usually
+    // move.
+    std::vector<Node>& nodes = method_.nodes;
+    nodes.resize(n + count);
+    for (int32_t i = n - 1; i >= 0; --i) {
+      const int32_t to = final_index_[i];
+      if (to != i) nodes[to] = std::move(nodes[i]);
+      if (absl::Status renumbered = Renumber(nodes[to], to); !renumbered.ok())
+        return renumbered;
+    }
+    for (int32_t c : copy_order)
+      if (absl::Status placed =
+              PlaceCopy(copies[c], walked.names[c], final_index_[n + c]);
+          !placed.ok())
+        return placed;
     return absl::OkStatus();
   }
 
@@ -745,39 +762,40 @@ class Assemble {
       Label(node.tuple[e], ValueId{i, e});
   }
 
-  // Points `node`'s operands (tokens) at their places.
-  absl::Status Renumber(Node& node) {
-    bool placed = true;
+  // Points the operands (tokens) of `node`, placed at `at`, at their places.
+  absl::Status Renumber(Node& node, int32_t at) {
+    bool before = true;
     ForEachOperandMutable(node, [&](ValueId& v) {
       v.node = final_index_[v.node];
-      placed &= v.node >= 0;
+      before &= v.node >= 0 && v.node < at;
     });
-    FERRY_RET_CHECK(placed);  // every operand comes before its reader
+    FERRY_RET_CHECK(before);  // every operand comes before its reader
     return absl::OkStatus();
   }
 
-  // The node of copy `c` (token n + c), appended: its source's spec on its
-  // device.
-  absl::Status PlaceCopy(int32_t n, int32_t c, Walked& walked) {
-    const PlannedCopy& planned = walked.copies[c];
+  // The node of copy `planned`, made at `at`: its source's spec (the source
+  // already in its place) on its device.
+  absl::Status PlaceCopy(const PlannedCopy& planned, std::string& name,
+                         int32_t at) {
     const int32_t source = final_index_[planned.source.node];
-    FERRY_RET_CHECK(source >= 0);  // placed before the copy
+    FERRY_RET_CHECK(source >= 0 && source < at);  // placed before the copy
     // The walk copies tensors only.
-    FERRY_RET_CHECK(placed_[source].Spec(planned.source.element) != nullptr);
+    const TensorSpec* spec = method_.nodes[source].Spec(planned.source.element);
+    FERRY_RET_CHECK(spec != nullptr);
     const OpInfo* op = planned.to_host ? d2h_op_ : h2d_op_;
-    final_index_[n + c] = static_cast<int32_t>(placed_.size());
-    Node& copy = placed_.emplace_back();  // reserved: nothing moves
+    Node copy;
     copy.kind = NodeKind::kCall;
     copy.target = std::string(planned.to_host ? kD2HCopyOp : kH2DCopyOp);
     copy.schema = op->schema;
-    copy.name = std::move(walked.names[c]);
+    copy.name = std::move(name);
     copy.at_load = planned.at_load;
     copy.args.push_back(
         Argument::Value(ValueId{source, planned.source.element}));
     copy.result = ResultKind::kTensor;
-    copy.tensor = *placed_[source].Spec(planned.source.element);
+    copy.tensor = *spec;
     copy.tensor.memory = MemoryPlacement{};
     copy.tensor.SetDevice(planned.to);
+    method_.nodes[at] = std::move(copy);
     return absl::OkStatus();
   }
 
@@ -787,7 +805,6 @@ class Assemble {
   const OpInfo* h2d_op_ = nullptr;
   const OpInfo* d2h_op_ = nullptr;
   std::vector<int32_t> final_index_;  // per token (node, then copy)
-  std::vector<Node> placed_;
 };
 
 // Without device memory planning there are no copies: only delegate results

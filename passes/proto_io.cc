@@ -195,6 +195,7 @@ class MethodImporter {
                          "' (first defined as node #", it->second, ")"),
             {name});
     }
+    ReserveNodes(m.nodes, p.nodes_size());
     m.nodes.resize(p.nodes_size());
     for (int i = 0; i < p.nodes_size(); ++i) ImportNode(p.nodes(i), i, m);
     for (const v1::Arena& a : p.arenas()) {
