@@ -17,6 +17,7 @@
 #include "passes/diagnostic_codes.h"
 #include "passes/pipeline.h"
 #include "passes/proto_io.h"
+#include "passes/wire_writer.h"
 #include "runtime/verify.h"
 
 namespace ferry {
@@ -212,6 +213,12 @@ TEST_P(RandomPrograms, LowerIdempotentlyAndMatchEagerOnSim) {
     EXPECT_EQ(checked, 5) << "seed " << seed;  // every pass was checked
     v1::Program once;
     ExportProgram(result->program, &once);
+    // The wire form the service sends is written straight from the IR: the
+    // same bytes as the message's.
+    std::string wire;
+    ASSERT_TRUE(AppendProgramWire(result->program, wire).ok());
+    EXPECT_EQ(wire, SerializeProgram(once, FileFormat::kBinary))
+        << "seed " << seed;
     v1::LowerRequest again;
     *again.mutable_program() = once;
     *again.mutable_options() = request.options();

@@ -11,6 +11,7 @@
 #include "ferry/v1/program.pb.h"
 #include "gtest/gtest.h"
 #include "passes/pipeline.h"
+#include "passes/wire_writer.h"
 #include "tests/support/files.h"
 
 namespace ferry {
@@ -78,6 +79,194 @@ TEST(ProtoIo, ConsumingExportWritesTheSameBytesAndFreesTheProgram) {
         << file;
   }
   EXPECT_GT(lowered, 30);
+}
+
+// The wire form written straight from the IR against the message's own
+// serializer, for `program`: the const and the consuming writer, alone and as
+// a field of an enclosing message.
+void ExpectWireMatchesMessage(Program program, const std::string& what) {
+  v1::Program message;
+  ExportProgram(program, &message);
+  const std::string expected = SerializeProgram(message, FileFormat::kBinary);
+
+  std::string wire;
+  ASSERT_TRUE(AppendProgramWire(program, wire).ok()) << what;
+  EXPECT_EQ(wire, expected) << what;
+
+  // As field 1 of a LowerRequest, appended after what `out` holds.
+  v1::LowerRequest request;
+  *request.mutable_program() = message;
+  std::string framed = "prefix";
+  ASSERT_TRUE(AppendProgramWire(program, framed, 1).ok()) << what;
+  EXPECT_EQ(framed, "prefix" + request.SerializeAsString()) << what;
+
+  std::string consumed;
+  ASSERT_TRUE(AppendProgramWire(std::move(program), consumed).ok()) << what;
+  EXPECT_EQ(consumed, expected) << what;
+  EXPECT_TRUE(program.methods.empty() && program.modules.empty() &&
+              program.constants.empty())
+      << what;
+}
+
+TEST(WireWriter, EveryProgramWritesTheMessagesBytes) {
+  int lowered = 0;
+  for (const fs::path& file : ProgramFiles()) {
+    v1::LowerRequest request;
+    ASSERT_TRUE(ReadProgramFile(file, &request)) << file;
+    Diagnostics d;
+    Program imported = ImportProgram(request.program(), d);
+    if (!d.HasErrors()) ExpectWireMatchesMessage(std::move(imported), file);
+    absl::StatusOr<LowerResult> result = Lower(request);
+    if (!result.ok() || !result->ok) continue;
+    ++lowered;
+    ExpectWireMatchesMessage(std::move(result->program),
+                             file.string() + " (lowered)");
+  }
+  EXPECT_GT(lowered, 30);
+}
+
+// Every field and oneof member, with the values proto3 leaves off the wire
+// (zeros, empty strings) and those it writes all the same (a oneof member
+// holding its default, an empty message that is set, `optional` bytes that
+// are empty), and negative numbers (ten-byte varints).
+TEST(WireWriter, EveryFieldAndDefaultIsWrittenAsTheMessageWritesIt) {
+  Program p;
+  Method& m = p.methods.emplace_back();
+  m.name = "forward";
+  auto add = [&](std::string name, NodeKind kind) -> Node& {
+    Node& n = m.nodes.emplace_back();
+    n.name = std::move(name);
+    n.kind = kind;
+    return n;
+  };
+  Node& in = add("x", NodeKind::kInput);
+  in.input_kind = InputKind::kUserInput;
+  in.result = ResultKind::kTensor;
+  in.tensor.dtype = DType::kF32;
+  in.tensor.sizes = {2, 0, -1};
+  in.tensor.strides = {1, 1ll << 40, -3};
+  in.tensor.storage_offset = -7;
+  in.tensor.SetDevice(Device::Cuda(0));
+  in.source = std::make_shared<SourceLocation>(
+      SourceLocation{.file = "m.py", .line = -2, .name = ""});
+  Node& param = add("w", NodeKind::kInput);
+  param.input_kind = InputKind::kParameter;
+  param.target = "w_data";
+  param.result = ResultKind::kTensor;
+  param.tensor.dtype = DType::kInvalid;   // dtype 0: off the wire
+  param.tensor.SetDevice(Device::Cpu());  // an empty but present device
+  Node& constant = add("c", NodeKind::kConstant);
+  constant.target = "c_data";
+  constant.result = ResultKind::kScalar;
+  constant.scalar = ScalarType::kInvalid;  // oneof member 0: written
+  Node& call = add("t", NodeKind::kCall);
+  call.target = "aten::foo";
+  call.schema_text = "aten::foo(Tensor a) -> (Tensor, Tensor)";
+  call.at_load = true;
+  call.delegation_tag = "d0";
+  std::vector<Argument>& args = call.args;
+  args.push_back(Argument::Value(ValueId{0, -1}));
+  args.push_back(Argument::Value(ValueId{0, 3}));
+  args.back().name = "self";
+  Argument list;
+  list.kind = ArgKind::kValueList;
+  list.values = std::vector<ValueId>{{0, -1}, {1, 0}, {2, 5}};
+  args.push_back(list);
+  for (int64_t v : {int64_t{0}, int64_t{-1}, int64_t{1} << 62}) {
+    Argument a;
+    a.kind = ArgKind::kInt;
+    a.int_value = v;
+    args.push_back(a);
+  }
+  for (double v : {0.0, -0.0, 2.5}) {
+    Argument a;
+    a.kind = ArgKind::kFloat;
+    a.float_value = v;
+    args.push_back(a);
+  }
+  for (bool v : {false, true}) {
+    Argument a;
+    a.kind = ArgKind::kBool;
+    a.bool_value = v;
+    args.push_back(a);
+  }
+  Argument ints;
+  ints.kind = ArgKind::kInts;
+  args.push_back(ints);  // an empty list: an empty IntList
+  ints.ints = std::vector<int64_t>{3, -4, 0};
+  args.push_back(ints);
+  for (DType dtype : {DType::kInvalid, DType::kBF16}) {
+    Argument a;
+    a.kind = ArgKind::kDType;
+    a.dtype = dtype;
+    args.push_back(a);
+  }
+  Argument none;
+  none.kind = ArgKind::kNone;
+  none.name = "out";
+  args.push_back(none);
+  for (const char* text : {"", "mean"}) {
+    Argument a;
+    a.kind = ArgKind::kString;
+    a.string_value = std::string(text);
+    args.push_back(a);
+  }
+  call.result = ResultKind::kTuple;
+  TensorSpec planned;
+  planned.dtype = DType::kI64;
+  planned.sizes = {1, 2, 3, 4, 5, 6};  // past the inline four
+  planned.memory =
+      MemoryPlacement{.arena = 0, .planned = true, .offset = 0, .size = 4096};
+  TensorSpec negative_memory;
+  negative_memory.memory = MemoryPlacement{.arena = -1, .offset = -64};
+  call.tuple = std::vector<TensorSpec>{planned, negative_memory};
+  Node& item = add("t0", NodeKind::kGetItem);
+  item.getitem_source = 3;
+  item.getitem_index = 0;
+  item.result = ResultKind::kTensor;
+  Node& item_neg = add("", NodeKind::kGetItem);  // an empty name: off
+  item_neg.getitem_source = 3;
+  item_neg.getitem_index = -1;
+  Node& delegate = add("d", NodeKind::kDelegate);
+  delegate.target = "m0";
+  Node& out = add("out", NodeKind::kOutput);
+  out.args.push_back(Argument::Value(ValueId{4, -1}));
+  out.args.push_back(Argument::Value(ValueId{3, 1}));
+  add("out2", NodeKind::kOutput);  // no values: an empty OutputNode
+  m.arenas.push_back(
+      Arena{.device = Device::Cuda(3), .size = 0, .lower_bound = -5});
+  m.arenas.push_back(Arena{});
+  m.lowered_with = LoweredWith{.enable_non_cpu_memory_planning = false,
+                               .constant_staging = 1};
+  p.methods.emplace_back().name = "";  // an empty method is still written
+  p.methods.back().lowered_with = LoweredWith{};
+
+  Constant& with_data = p.constants.emplace_back();
+  with_data.name = "w_data";
+  with_data.data = "";  // present and empty: written
+  with_data.seed = ~uint64_t{0};
+  Constant& by_digest = p.constants.emplace_back();
+  by_digest.name = "c_data";
+  by_digest.spec.dtype = DType::kU8;
+  by_digest.data_digest = BlobRef{.hash = "ab", .size_bytes = -1};
+  p.constants.emplace_back();  // nothing set
+
+  LoweredModule& module = p.modules.emplace_back();
+  module.id = "m0";
+  module.backend = kCudaBackendId;
+  module.compile_specs.push_back({"target_device", "cuda:0"});
+  module.compile_specs.push_back({"", ""});
+  module.graph.name = "m0_graph";
+  Node& graph_in = module.graph.nodes.emplace_back();
+  graph_in.name = "a";
+  graph_in.kind = NodeKind::kInput;
+  graph_in.input_kind = InputKind::kMutableBuffer;
+  module.input_layouts.emplace_back();
+  module.input_layouts.push_back(planned);
+  module.returns_tuple = true;
+  p.modules.emplace_back();  // nothing set
+
+  ExpectWireMatchesMessage(std::move(p), "hand-built");
 }
 
 TEST(ProtoIo, EveryDTypeMapsToTheWireAndBack) {

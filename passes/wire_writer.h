@@ -1,0 +1,34 @@
+// The lowered program's binary wire form (ferry.v1.Program), written straight
+// from the IR: no v1::Program message is built. The bytes are the same as
+// ExportProgram followed by SerializeProgram(..., FileFormat::kBinary), which
+// the tests check on every example and conformance program; the text and
+// JSON forms still go through the message (proto_io.h).
+//
+// Two walks over the IR: one adds up the sizes (a length-delimited field
+// needs its length before its contents), the other writes into output sized
+// exactly once. A node's nested sizes are worked out just before it is
+// written, so the walk keeps a few sizes at a time, not one per message.
+#ifndef FERRY_PASSES_WIRE_WRITER_H_
+#define FERRY_PASSES_WIRE_WRITER_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "passes/ir.h"
+
+namespace ferry {
+
+// Appends `program`'s wire form to `out`. With `field` > 0 it is written as
+// that field of an enclosing message (tag and length first), e.g. field 2 of
+// a ferry.v1.LowerResponse. An error only if the two walks disagree (an
+// internal error: a field written differently from how it was sized).
+absl::Status AppendProgramWire(const Program& program, std::string& out,
+                       int field = 0);
+// Same, consuming `program`: each method, constant and module is freed once
+// it is written, so the IR and the wire form are not both whole at once.
+// `program` is left empty.
+absl::Status AppendProgramWire(Program&& program, std::string& out, int field = 0);
+
+}  // namespace ferry
+
+#endif  // FERRY_PASSES_WIRE_WRITER_H_
