@@ -34,22 +34,22 @@ constexpr bool kAlways = true;
 // order the fields are met, for the Writer to read back.
 class Counter {
  public:
-  explicit Counter(std::vector<uint32_t>* record = nullptr)
-      : record_(record) {}
+  explicit Counter(std::vector<uint32_t>* record = nullptr) : record_(record) {}
 
   size_t size() const { return size_; }
 
   void Varint(int field, uint64_t v, bool present = kIfSet) {
     if (v != 0 || present)
-      size_ += Coded::VarintSize32(Tag(field, WireFormatLite::WIRETYPE_VARINT)) +
-               Coded::VarintSize64(v);
+      size_ +=
+          Coded::VarintSize32(Tag(field, WireFormatLite::WIRETYPE_VARINT)) +
+          Coded::VarintSize64(v);
   }
   void Double(int field, double v, bool present = kIfSet) {
     uint64_t bits;
     std::memcpy(&bits, &v, sizeof bits);
     if (bits != 0 || present)
-      size_ += Coded::VarintSize32(Tag(field, WireFormatLite::WIRETYPE_FIXED64)) +
-               8;
+      size_ +=
+          Coded::VarintSize32(Tag(field, WireFormatLite::WIRETYPE_FIXED64)) + 8;
   }
   void Bytes(int field, std::string_view v, bool present = kIfSet) {
     if (!v.empty() || present) Delimited(field, v.size());
@@ -80,7 +80,8 @@ class Counter {
 
   static size_t PackedSize(std::span<const int64_t> values) {
     size_t size = 0;
-    for (int64_t v : values) size += Coded::VarintSize64(static_cast<uint64_t>(v));
+    for (int64_t v : values)
+      size += Coded::VarintSize64(static_cast<uint64_t>(v));
     return size;
   }
 
@@ -290,7 +291,8 @@ void WriteNode(Out& out, const Method& m, const Node& n) {
         });
         break;
       case NodeKind::kOutput:
-        o.Message(7, [&](auto& out_node) { WriteArguments(out_node, 1, m, n); });
+        o.Message(7,
+                  [&](auto& out_node) { WriteArguments(out_node, 1, m, n); });
         break;
     }
     switch (n.result) {
@@ -404,19 +406,19 @@ void WriteProgram(Out& out, const Program& program, Program* consume) {
 }
 
 absl::Status Append(const Program& program, Program* consume, std::string& out,
-                    int field) {
+                    int field, std::string_view then) {
   std::vector<uint32_t> lengths;  // of the fields outside nodes
   Counter counter(&lengths);
   WriteProgram(counter, program, nullptr);
   const size_t body = counter.size();
   const size_t header =
-      field > 0 ? Coded::VarintSize32(Tag(
-                      field, WireFormatLite::WIRETYPE_LENGTH_DELIMITED)) +
+      field > 0 ? Coded::VarintSize32(
+                      Tag(field, WireFormatLite::WIRETYPE_LENGTH_DELIMITED)) +
                       Coded::VarintSize64(body)
                 : 0;
   const size_t start = out.size();
   // Every byte is written below: resize's zero fill is the one extra touch.
-  out.resize(start + header + body);
+  out.resize(start + header + body + then.size());
   uint8_t* at = reinterpret_cast<uint8_t*>(out.data()) + start;
   if (field > 0) {
     at = Coded::WriteTagToArray(
@@ -426,8 +428,9 @@ absl::Status Append(const Program& program, Program* consume, std::string& out,
   Writer writer(at, lengths.data());
   WriteProgram(writer, program, consume);
   // Both walks visit the same fields: the writer ends exactly at the end.
-  FERRY_RET_CHECK(writer.at() ==
-                  reinterpret_cast<uint8_t*>(out.data()) + out.size());
+  uint8_t* const end = reinterpret_cast<uint8_t*>(out.data()) + out.size();
+  FERRY_RET_CHECK(writer.at() + then.size() == end);
+  if (!then.empty()) std::memcpy(writer.at(), then.data(), then.size());
   if (consume) {
     Release(consume->methods);
     Release(consume->constants);
@@ -439,13 +442,13 @@ absl::Status Append(const Program& program, Program* consume, std::string& out,
 }  // namespace
 
 absl::Status AppendProgramWire(const Program& program, std::string& out,
-                               int field) {
-  return Append(program, nullptr, out, field);
+                               int field, std::string_view then) {
+  return Append(program, nullptr, out, field, then);
 }
 
-absl::Status AppendProgramWire(Program&& program, std::string& out,
-                               int field) {
-  return Append(program, &program, out, field);
+absl::Status AppendProgramWire(Program&& program, std::string& out, int field,
+                               std::string_view then) {
+  return Append(program, &program, out, field, then);
 }
 
 }  // namespace ferry

@@ -12,6 +12,7 @@
 #define FERRY_PASSES_WIRE_WRITER_H_
 
 #include <string>
+#include <string_view>
 
 #include "absl/status/status.h"
 #include "passes/ir.h"
@@ -20,14 +21,17 @@ namespace ferry {
 
 // Appends `program`'s wire form to `out`. With `field` > 0 it is written as
 // that field of an enclosing message (tag and length first), e.g. field 2 of
-// a ferry.v1.LowerResponse. An error only if the two walks disagree (an
-// internal error: a field written differently from how it was sized).
+// a ferry.v1.LowerResponse, and `then` (the enclosing message's later fields,
+// already serialized) follows it in the same allocation. An error only if the
+// two walks disagree (an internal error: a field written differently from how
+// it was sized).
 absl::Status AppendProgramWire(const Program& program, std::string& out,
-                       int field = 0);
+                               int field = 0, std::string_view then = {});
 // Same, consuming `program`: each method, constant and module is freed once
 // it is written, so the IR and the wire form are not both whole at once.
 // `program` is left empty.
-absl::Status AppendProgramWire(Program&& program, std::string& out, int field = 0);
+absl::Status AppendProgramWire(Program&& program, std::string& out,
+                               int field = 0, std::string_view then = {});
 
 }  // namespace ferry
 

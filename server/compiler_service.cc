@@ -21,6 +21,7 @@
 #include "passes/pipeline.h"
 #include "passes/proto_io.h"
 #include "passes/report_io.h"
+#include "passes/wire_writer.h"
 #include "runtime/ops/backend_ops.h"
 #include "runtime/verify.h"
 #include "runtime/verify_io.h"
@@ -156,6 +157,29 @@ std::vector<std::string> DistinctCodes(
     }
   }
   return codes;
+}
+
+// The wire form of a response that lowered: `head` (every field but the
+// program) with the program written straight from the IR as field 2, which
+// frees the IR as it goes. The same bytes as the whole message serialized:
+// the fields stay in number order around the program.
+static_assert(v1::LowerResponse::kOkFieldNumber == 1 &&
+                  v1::LowerResponse::kProgramFieldNumber == 2,
+              "LoweredResponseWire writes `ok`, the program, then the other "
+              "fields (numbered above both)");
+absl::StatusOr<std::string> LoweredResponseWire(v1::LowerResponse& head,
+                                                Program&& program) {
+  std::string bytes;
+  v1::LowerResponse ok_only;
+  ok_only.set_ok(head.ok());
+  ok_only.AppendToString(&bytes);
+  head.clear_ok();
+  const std::string rest = head.SerializeAsString();
+  head.set_ok(ok_only.ok());
+  absl::Status written = AppendProgramWire(
+      std::move(program), bytes, v1::LowerResponse::kProgramFieldNumber, rest);
+  if (!written.ok()) return written;
+  return bytes;
 }
 
 }  // namespace
@@ -977,10 +1001,12 @@ void CompilerService::RunLowerFlight(LowerFlight& flight) {
   // Each form of the program lives only as long as it must, so that the
   // job's peak holds as few of them at once as it can (docs/performance.md,
   // "Memory per node"): the parsed request until the pipeline has read it
-  // (after validation), the IR until it is exported (each module and method
-  // freed once written), the response message until it is serialized
-  // (Call::Complete).
-  v1::LowerResponse built;
+  // (after validation), the IR until its wire form is written (each method,
+  // constant and module freed once written; no response message holds the
+  // program), the wire form until the callers have been sent it and the
+  // cache lets it go.
+  v1::LowerResponse built;  // every field but the program
+  ResultCache::Wire wire;   // the whole response, when it lowered
   {
     // The request is freed as soon as the pipeline has read it.
     auto release_request = [&flight, first, large] {
@@ -1000,40 +1026,49 @@ void CompilerService::RunLowerFlight(LowerFlight& flight) {
           result.status().code() == absl::StatusCode::kCancelled
               ? CallCancelledError("between passes")
               : JobError(result.status(), "lowering");
-      FinishLowerFlight(flight, status, nullptr, nullptr);
+      FinishLowerFlight(flight, status, nullptr, nullptr, nullptr);
       return;
     }
     // A malformed program (E01xx-E05xx) is an OK response like a compile
     // failure: its diagnostics, all of them, are in the body.
     built.set_ok(result->ok);
-    if (result->ok)
-      ExportProgram(std::move(result->program), built.mutable_program());
     DiagnosticsToProto(result->diagnostics, built.mutable_diagnostics());
     StatsToProto(result->stats, built.mutable_stats());
+    built.set_compiler_version(kCompilerVersion);
+    built.set_request_digest(flight.key);
+    if (result->ok) {
+      absl::StatusOr<std::string> bytes =
+          LoweredResponseWire(built, std::move(result->program));
+      if (!bytes.ok()) {
+        FinishLowerFlight(flight, JobError(bytes.status(), "writing"), nullptr,
+                          nullptr, nullptr);
+        return;
+      }
+      wire = std::make_shared<const std::string>(*std::move(bytes));
+    }
   }  // the IR goes here
   if (large) ReleaseFreedMemory();
-  built.set_compiler_version(kCompilerVersion);
-  built.set_request_digest(flight.key);
   RecordPasses(built.stats());
-  if (static_cast<int64_t>(built.ByteSizeLong()) >
-      options_.max_response_bytes) {
+  const int64_t response_bytes =
+      wire != nullptr ? static_cast<int64_t>(wire->size())
+                      : static_cast<int64_t>(built.ByteSizeLong());
+  if (response_bytes > options_.max_response_bytes) {
     FinishLowerFlight(
         flight,
-        OverLimitError("response_bytes",
-                       static_cast<int64_t>(built.ByteSizeLong()),
+        OverLimitError("response_bytes", response_bytes,
                        options_.max_response_bytes, "RESPONSE_TOO_LARGE"),
-        nullptr, nullptr);
+        nullptr, nullptr, nullptr);
     return;
   }
   if (flight.key.empty()) {
-    FinishLowerFlight(flight, grpc::Status::OK, nullptr, &built);
+    FinishLowerFlight(flight, grpc::Status::OK, nullptr, &built, wire);
     return;
   }
   auto shared = std::make_shared<const v1::LowerResponse>(std::move(built));
-  FinishLowerFlight(flight, grpc::Status::OK, shared, nullptr);
+  FinishLowerFlight(flight, grpc::Status::OK, shared, nullptr, wire);
   // After the callers have their answer: the shared tier is for the next.
-  if (shared_cache_ != nullptr && shared->ok())
-    SharedStore(flight.key, *shared);
+  if (shared_cache_ != nullptr && wire != nullptr)
+    SharedStore(flight.key, *wire);
 }
 
 std::shared_ptr<const v1::LowerResponse> CompilerService::SharedLookup(
@@ -1056,8 +1091,8 @@ std::shared_ptr<const v1::LowerResponse> CompilerService::SharedLookup(
 }
 
 void CompilerService::SharedStore(const std::string& key,
-                                  const v1::LowerResponse& response) {
-  switch (shared_cache_->Put(key, response)) {
+                                  const std::string& wire) {
+  switch (shared_cache_->Put(key, wire)) {
     case SharedResultCache::Stored::kStored:
       metrics_.RecordSharedCache("stored");
       return;
@@ -1162,16 +1197,20 @@ std::optional<grpc::Status> CompilerService::ResolveBlobs(
 
 // Delivers `status` (and, when OK, the response: shared, or `owned` for a
 // flight nobody could join) to every waiter; caches a successful lowering.
+// `wire`, when given, is the whole response serialized (a lowered program
+// written straight from the IR), and the message holds every field but the
+// program: a caller that answers in wire form is sent the bytes, any other
+// reads them back into its message.
 void CompilerService::FinishLowerFlight(
     LowerFlight& flight, const grpc::Status& status,
-    std::shared_ptr<const v1::LowerResponse> response,
-    v1::LowerResponse* owned) {
-  // A result the cache keeps is serialized once, here: its bytes answer
-  // every waiter in wire form now and every later hit.
-  ResultCache::Wire wire;
-  const bool cacheable = !flight.key.empty() && status.ok() && response->ok() &&
-                         !flight.shared_hit;
-  if (cacheable) {
+    std::shared_ptr<const v1::LowerResponse> response, v1::LowerResponse* owned,
+    ResultCache::Wire wire) {
+  const v1::LowerResponse* result = owned != nullptr ? owned : response.get();
+  const bool lowered = status.ok() && result->ok();
+  // A result the cache keeps is serialized once: its bytes answer every
+  // waiter in wire form now and every later hit.
+  const bool cacheable = !flight.key.empty() && lowered && !flight.shared_hit;
+  if (cacheable && wire == nullptr) {
     wire = std::make_shared<const std::string>(response->SerializeAsString());
   }
   if (!flight.key.empty()) {
@@ -1210,11 +1249,18 @@ void CompilerService::FinishLowerFlight(
       waiter.call->Complete(waiter.call->Unwanted("after lowering"));
       continue;
     }
-    if (owned != nullptr) {
-      waiter.response->Swap(owned);
-    } else if (wire != nullptr && waiter.call->AnswersInWireForm()) {
+    if (wire != nullptr && waiter.call->AnswersInWireForm()) {
       waiter.call->UseResponseWire(wire);  // the response carries the rest
-      waiter.response->set_cached(i != 0);
+      waiter.response->set_cached(i != 0 || flight.shared_hit);
+    } else if (wire != nullptr) {
+      if (std::optional<grpc::Status> unread =
+              ReadWire(*wire, waiter.response, "the lowered result")) {
+        waiter.call->Complete(*unread);
+        continue;
+      }
+      waiter.response->set_cached(i != 0 || flight.shared_hit);
+    } else if (owned != nullptr) {
+      waiter.response->Swap(owned);
     } else {
       try {
         *waiter.response = *response;
@@ -1226,12 +1272,9 @@ void CompilerService::FinishLowerFlight(
       waiter.response->set_cached(i != 0 || flight.shared_hit);
     }
     waiter.response->set_request_id(waiter.call->request_id());
-    const bool lowered =
-        owned != nullptr ? waiter.response->ok() : response->ok();
     if (!lowered) {
-      waiter.call->SetFailedDiagnostics(owned != nullptr
-                                            ? waiter.response->diagnostics()
-                                            : response->diagnostics());
+      // Never in wire form: a result that did not lower has no program.
+      waiter.call->SetFailedDiagnostics(waiter.response->diagnostics());
     }
     waiter.call->SetOutcome(flight.shared_hit ? "shared_cache_hit"
                             : i != 0          ? "deduplicated"
@@ -1545,8 +1588,9 @@ grpc::ServerUnaryReactor* CompilerService::Lookup(
     return call;
   }
   call->SetRequestDigest(key);
+  ResultCache::Wire wire;
   ResultCache::Value hit =
-      options_.cache_bytes > 0 ? cache_.Lookup(key) : nullptr;
+      options_.cache_bytes > 0 ? cache_.Lookup(key, &wire) : nullptr;
   if (hit == nullptr && shared_cache_ != nullptr) hit = SharedLookup(key);
   if (hit == nullptr) {
     call->SetOutcome("miss");
@@ -1555,8 +1599,20 @@ grpc::ServerUnaryReactor* CompilerService::Lookup(
                                 "the program with Lower"));
     return call;
   }
-  CompleteFromCache(call, *hit, nullptr, response);
+  CompleteFromCache(call, *hit, std::move(wire), response);
   return call;
+}
+
+std::optional<grpc::Status> CompilerService::ReadWire(
+    const std::string& wire, v1::LowerResponse* response,
+    absl::string_view what) const {
+  try {
+    if (response->ParseFromString(wire)) return std::nullopt;
+  } catch (const std::bad_alloc&) {
+    return OutOfMemoryError(absl::StrCat("reading ", what),
+                            EstimatedRetryDelay());
+  }
+  return InternalRpcError(absl::StrCat(what, " does not parse"));
 }
 
 void CompilerService::CompleteFromCache(Call* call,
@@ -1565,6 +1621,12 @@ void CompilerService::CompleteFromCache(Call* call,
                                         v1::LowerResponse* response) {
   if (wire != nullptr && call->AnswersInWireForm()) {
     call->UseResponseWire(std::move(wire));  // no copy, no serialization
+  } else if (wire != nullptr) {
+    if (std::optional<grpc::Status> unread =
+            ReadWire(*wire, response, "a cached result")) {
+      call->Complete(*unread);
+      return;
+    }
   } else {
     try {
       *response = hit;

@@ -179,7 +179,13 @@ class CompilerService final : public v1::Compiler::WithRawCallbackMethod_Lower<
   void RunLowerFlight(LowerFlight& flight);
   void FinishLowerFlight(LowerFlight& flight, const grpc::Status& status,
                          std::shared_ptr<const v1::LowerResponse> response,
-                         v1::LowerResponse* owned);
+                         v1::LowerResponse* owned,
+                         ResultCache::Wire wire = nullptr);
+  // Reads `wire` (a serialized LowerResponse) into `response`: the status to
+  // finish with when it cannot (out of memory, or bytes that do not parse).
+  std::optional<grpc::Status> ReadWire(const std::string& wire,
+                                       v1::LowerResponse* response,
+                                       absl::string_view what) const;
   void RunVerify(Call* call, const v1::VerifyRequest& request,
                  v1::VerifyResponse* response);
   bool Submit(Call* call, std::function<void()> job);
@@ -190,7 +196,8 @@ class CompilerService final : public v1::Compiler::WithRawCallbackMethod_Lower<
   // TryReserve, after the cache has given up entries for it if need be.
   std::optional<MemoryBudget::Charge> ReserveShedding(int64_t bytes);
   // Answers `call` with the cached `hit`: its serialized form `wire`, when
-  // there is one and the call answers in wire form, else a copy.
+  // there is one and the call answers in wire form, else a copy (read back
+  // from `wire` when there is one: `hit` then lacks the program).
   void CompleteFromCache(Call* call, const v1::LowerResponse& hit,
                          ResultCache::Wire wire, v1::LowerResponse* response);
   // On a worker: charges `bytes` for the job, waiting up to
@@ -199,7 +206,8 @@ class CompilerService final : public v1::Compiler::WithRawCallbackMethod_Lower<
   std::optional<grpc::Status> ChargeJobMemory(Call* call, int64_t bytes);
   // The shared tier for `key`: a hit is also put in the in-process cache.
   std::shared_ptr<const v1::LowerResponse> SharedLookup(const std::string& key);
-  void SharedStore(const std::string& key, const v1::LowerResponse& response);
+  // Stores `wire`, a serialized LowerResponse that lowered.
+  void SharedStore(const std::string& key, const std::string& wire);
   // A fetcher of blobs from blobs_ (for a Lower that must re-lay out a
   // constant given by digest); empty without a store.
   BlobFetcher Fetcher();

@@ -27,9 +27,13 @@ namespace ferry {
 
 class ResultCache {
  public:
+  // The response; where a `wire` is stored with it, the wire is the whole
+  // response and the value may hold every field but the program (a lowered
+  // program is written to the wire straight from the IR, never as a
+  // message).
   using Value = std::shared_ptr<const v1::LowerResponse>;
-  // The value serialized (without request_id, cached false), so that a hit
-  // answered in wire form is sent without copying or serializing the
+  // The response serialized (without request_id, cached false), so that a
+  // hit answered in wire form is sent without copying or serializing a
   // message; may be null.
   using Wire = std::shared_ptr<const std::string>;
 

@@ -36,8 +36,11 @@ absl::string_view SharedResultCache::OutcomeName(Outcome outcome) {
 }
 
 std::string SharedResultCache::Encode(const v1::LowerResponse& response) {
-  std::string payload = response.SerializeAsString();
-  return absl::StrCat(kMagic, Sha256HexOf(payload), payload);
+  return EncodeWire(response.SerializeAsString());
+}
+
+std::string SharedResultCache::EncodeWire(absl::string_view wire) {
+  return absl::StrCat(kMagic, Sha256HexOf(wire), wire);
 }
 
 SharedResultCache::Found SharedResultCache::Get(const std::string& digest) {
@@ -69,14 +72,12 @@ SharedResultCache::Found SharedResultCache::Get(const std::string& digest) {
   return found;
 }
 
-SharedResultCache::Stored SharedResultCache::Put(
-    const std::string& digest, const v1::LowerResponse& response) {
-  if (static_cast<int64_t>(response.ByteSizeLong()) > max_entry_bytes_) {
+SharedResultCache::Stored SharedResultCache::Put(const std::string& digest,
+                                                 const std::string& wire) {
+  if (static_cast<int64_t>(wire.size()) > max_entry_bytes_) {
     return Stored::kTooLarge;
   }
-  // `response` is the computed result: no per-call fields (request id,
-  // cached) are set on it.
-  if (!redis_.Set(KeyOf(digest), Encode(response), ttl_).ok()) {
+  if (!redis_.Set(KeyOf(digest), EncodeWire(wire), ttl_).ok()) {
     return Stored::kFailed;
   }
   return Stored::kStored;

@@ -36,10 +36,14 @@ class SharedResultCache {
                     int64_t max_entry_bytes);
 
   Found Get(const std::string& digest);
-  Stored Put(const std::string& digest, const v1::LowerResponse& response);
+  // `wire` is a serialized LowerResponse, computed for `digest` (no per-call
+  // field, request id or cached, set).
+  Stored Put(const std::string& digest, const std::string& wire);
 
   // The stored form of `response` (for tests that corrupt it).
   static std::string Encode(const v1::LowerResponse& response);
+  // The stored form of a serialized response.
+  static std::string EncodeWire(absl::string_view wire);
   static std::string KeyOf(absl::string_view digest);
   static absl::string_view OutcomeName(Outcome outcome);
 

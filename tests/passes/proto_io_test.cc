@@ -93,11 +93,18 @@ void ExpectWireMatchesMessage(Program program, const std::string& what) {
   ASSERT_TRUE(AppendProgramWire(program, wire).ok()) << what;
   EXPECT_EQ(wire, expected) << what;
 
-  // As field 1 of a LowerRequest, appended after what `out` holds.
+  // As field 1 of a LowerRequest, appended after what `out` holds, with the
+  // request's later field (its options) after it.
   v1::LowerRequest request;
   *request.mutable_program() = message;
+  request.mutable_options()->set_error_on_per_call_copies(true);
+  v1::LowerRequest options_only;
+  *options_only.mutable_options() = request.options();
   std::string framed = "prefix";
-  ASSERT_TRUE(AppendProgramWire(program, framed, 1).ok()) << what;
+  ASSERT_TRUE(
+      AppendProgramWire(program, framed, 1, options_only.SerializeAsString())
+          .ok())
+      << what;
   EXPECT_EQ(framed, "prefix" + request.SerializeAsString()) << what;
 
   std::string consumed;
