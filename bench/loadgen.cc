@@ -43,6 +43,7 @@
 #include "ferry/client.h"
 #include "passes/pipeline.h"
 #include "passes/proto_io.h"
+#include "passes/wire_writer.h"
 #include "server/allocator.h"
 #include "server/config.h"
 #include "server/ferry_server.h"
@@ -140,6 +141,14 @@ void ResetPeakResident() {
   std::ofstream("/proc/self/clear_refs") << "5";
 }
 
+// The serialized `ok: true` that starts a lowered response (its program, the
+// next field, is written after it straight from the IR, as ferryd does).
+std::string OkPrefix() {
+  ferry::v1::LowerResponse ok;
+  ok.set_ok(true);
+  return ok.SerializeAsString();
+}
+
 // --mode=floor: prints the peak growth of the floor (parse the request,
 // build and serialize the response) and of the in-process pipeline.
 int MeasureFloor(const ferry::v1::LowerRequest& request) {
@@ -191,7 +200,8 @@ int MeasureFloor(const ferry::v1::LowerRequest& request) {
   }
   report("floor", base, PeakResidentKiB());
 
-  // The in-process pipeline from the same bytes to the same bytes.
+  // The in-process pipeline from the same bytes to the same bytes, the
+  // response written straight from the IR as ferryd writes it.
   ResetPeakResident();
   base = PeakResidentKiB() - static_cast<int64_t>(request_wire.size()) / 1024;
   {
@@ -199,11 +209,11 @@ int MeasureFloor(const ferry::v1::LowerRequest& request) {
     if (!parsed.ParseFromString(request_wire)) return 1;
     absl::StatusOr<ferry::LowerResult> lowered = ferry::Lower(parsed);
     if (!lowered.ok() || !lowered->ok) return 1;
-    ferry::v1::LowerResponse response;
-    response.set_ok(true);
-    ferry::ExportProgram(std::move(lowered->program),
-                         response.mutable_program());
-    std::string serialized = response.SerializeAsString();
+    std::string serialized = OkPrefix();
+    if (!ferry::AppendProgramWire(std::move(lowered->program), serialized,
+                                  ferry::v1::LowerResponse::kProgramFieldNumber)
+             .ok())
+      return 1;
   }
   report("inprocess", base, PeakResidentKiB());
   return 0;
@@ -323,8 +333,9 @@ int main(int argc, char** argv) {
     return "";
   };
   // The same in process with the protobuf work a remote call cannot avoid:
-  // the request serialized and parsed, the response built, serialized and
-  // parsed, on one thread with no transport (the service's floor).
+  // the request serialized and parsed, the response written (as ferryd
+  // writes it, straight from the IR) and parsed, on one thread with no
+  // transport (the service's floor).
   auto lower_over_wire = [&]() -> std::string {
     ferry::v1::LowerRequest parsed;
     if (!parsed.ParseFromString(request.SerializeAsString()))
@@ -332,12 +343,13 @@ int main(int argc, char** argv) {
     absl::StatusOr<ferry::LowerResult> lowered = ferry::Lower(parsed);
     if (!lowered.ok()) return std::string(lowered.status().message());
     if (!lowered->ok) return "did not lower";
-    ferry::v1::LowerResponse built;
-    built.set_ok(true);
-    ferry::ExportProgram(std::move(lowered->program), built.mutable_program());
+    std::string built = OkPrefix();
+    if (!ferry::AppendProgramWire(std::move(lowered->program), built,
+                                  ferry::v1::LowerResponse::kProgramFieldNumber)
+             .ok())
+      return "writing the response failed";
     ferry::v1::LowerResponse received;
-    if (!received.ParseFromString(built.SerializeAsString()))
-      return "response does not parse";
+    if (!received.ParseFromString(built)) return "response does not parse";
     return "";
   };
   if (flags.mode == "inprocess" || flags.mode == "both") {

@@ -29,6 +29,7 @@
 #include "google/protobuf/arena.h"
 #include "passes/pipeline.h"
 #include "passes/proto_io.h"
+#include "passes/wire_writer.h"
 #include "server/allocator.h"
 
 namespace ferry {
@@ -116,14 +117,14 @@ int Run(int64_t target) {
     return 1;
   }
   report("lower");
+  // As ferryd answers: the wire form written straight from the IR, which
+  // is freed as it is written.
   std::string response;
-  {
-    google::protobuf::Arena out_arena;
-    auto* out = google::protobuf::Arena::CreateMessage<v1::Program>(&out_arena);
-    ExportProgram(std::move((*result)->program), out);
-    response = SerializeProgram(*out, FileFormat::kBinary);
+  if (!AppendProgramWire(std::move((*result)->program), response).ok()) {
+    std::fprintf(stderr, "writing the wire form failed\n");
+    return 1;
   }
-  report("export");
+  report("write");
   std::printf("response bytes %zu\n", response.size());
   return 0;
 }
