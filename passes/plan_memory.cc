@@ -147,12 +147,19 @@ class FreeListAllocator {
  public:
   int64_t Allocate(int64_t size) {
     if (size == 0) return 0;
-    // Smallest free hole that fits.
+    // Smallest free hole that fits (the lowest offset among equal sizes).
     auto best = by_size_.lower_bound({size, INT64_MIN});
     if (best != by_size_.end()) {
-      auto [hole_size, offset] = *best;
-      RemoveHole(offset, hole_size);
-      if (hole_size > size) AddHole(offset + size, hole_size - size);
+      const auto [hole_size, offset] = *best;
+      by_size_.erase(best);
+      auto hole = by_offset_.find(offset);
+      hole = by_offset_.erase(hole);
+      // What is left of the hole starts where the block ends: it keeps the
+      // hole's place among the holes by offset.
+      if (hole_size > size) {
+        by_offset_.insert(hole, {offset + size, hole_size - size});
+        by_size_.insert({hole_size - size, offset + size});
+      }
       return offset;
     }
     // A free hole at the end grows into the new space.
@@ -160,7 +167,8 @@ class FreeListAllocator {
       auto last = std::prev(by_offset_.end());
       if (last->first + last->second == top_) {
         const int64_t offset = last->first;
-        RemoveHole(offset, last->second);
+        by_size_.erase({last->second, offset});
+        by_offset_.erase(last);
         top_ = offset + size;
         peak_ = std::max(peak_, top_);
         return offset;
@@ -174,36 +182,30 @@ class FreeListAllocator {
 
   void Free(int64_t offset, int64_t size) {
     if (size == 0) return;
-    // Merge with neighbours.
+    // Merge with the neighbours: the hole after the block, the hole before.
     auto next = by_offset_.lower_bound(offset);
     if (next != by_offset_.end() && next->first == offset + size) {
       size += next->second;
-      RemoveHole(next->first, next->second);
+      by_size_.erase({next->second, next->first});
+      next = by_offset_.erase(next);
     }
-    auto after = by_offset_.lower_bound(offset);
-    if (after != by_offset_.begin()) {
-      auto prev = std::prev(after);
+    if (next != by_offset_.begin()) {
+      auto prev = std::prev(next);
       if (prev->first + prev->second == offset) {
-        offset = prev->first;
-        size += prev->second;
-        RemoveHole(prev->first, prev->second);
+        // The hole before grows in place: its key stays.
+        by_size_.erase({prev->second, prev->first});
+        prev->second += size;
+        by_size_.insert({prev->second, prev->first});
+        return;
       }
     }
-    AddHole(offset, size);
+    by_offset_.insert(next, {offset, size});
+    by_size_.insert({size, offset});
   }
 
   int64_t peak() const { return peak_; }
 
  private:
-  void AddHole(int64_t offset, int64_t size) {
-    by_offset_[offset] = size;
-    by_size_.insert({size, offset});
-  }
-  void RemoveHole(int64_t offset, int64_t size) {
-    by_offset_.erase(offset);
-    by_size_.erase({size, offset});
-  }
-
   // B-trees: ordered like std::map/std::set, without a heap node per hole.
   absl::btree_map<int64_t, int64_t> by_offset_;
   absl::btree_set<std::pair<int64_t, int64_t>> by_size_;
