@@ -57,7 +57,7 @@ StorageRoots::StorageRoots(const Method& method)
     const SchemaAliasing& aliasing = aliasing_of(node);
     if (node.schema_text.empty()) metadata_only_[i] = aliasing.metadata_only;
     if (!aliasing.annotated) return;  // reads its arguments, returns fresh
-    absl::StatusOr<std::vector<const Argument*>> bound =
+    absl::StatusOr<BoundArguments> bound =
         BindArguments(*node.schema, node.args);
     if (!bound.ok()) return;  // reported by validation
     auto add_written = [&](const Argument* arg) {

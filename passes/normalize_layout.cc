@@ -208,7 +208,7 @@ class UpdateReaders {
       if (!info || info->shape_rule != ShapeRule::kView || !node.schema)
         continue;
       std::optional<int> self = node.schema->AliasedArgument(0);
-      absl::StatusOr<std::vector<const Argument*>> bound =
+      absl::StatusOr<BoundArguments> bound =
           BindArguments(*node.schema, node.args);
       if (!self || !bound.ok() || !(*bound)[*self] ||
           !(*bound)[*self]->is_value())

@@ -14,9 +14,17 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 
 namespace ferry {
+
+struct Argument;  // ir.h
+
+// A call's arguments bound to its schema's parameters: one entry per
+// parameter, null where the argument was omitted (BindArguments,
+// shape_rules.h). Kept inline: a call binds a handful.
+using BoundArguments = absl::InlinedVector<const Argument*, 8>;
 
 enum class SchemaTypeKind {
   kTensor,

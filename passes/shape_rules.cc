@@ -116,19 +116,20 @@ std::optional<std::vector<int64_t>> BroadcastShapes(
   return result;
 }
 
-absl::StatusOr<std::vector<const Argument*>> BindArguments(
+absl::StatusOr<BoundArguments> BindArguments(
     const OpSchema& schema, const std::vector<Argument>& args) {
-  std::vector<const Argument*> bound(schema.arguments.size(), nullptr);
-  std::string op = schema.QualifiedName();
+  BoundArguments bound(schema.arguments.size(), nullptr);
+  // The operator's name, spelled only for an error.
+  auto op = [&] { return schema.QualifiedName(); };
   size_t positional = 0;
   for (const Argument& arg : args) {
     if (arg.name.empty()) ++positional;
   }
   if (positional > schema.arguments.size()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("'", op, "' takes ", schema.arguments.size(), " argument",
-                     schema.arguments.size() == 1 ? "" : "s", ", got ",
-                     positional, " positional"));
+        absl::StrCat("'", op(), "' takes ", schema.arguments.size(),
+                     " argument", schema.arguments.size() == 1 ? "" : "s",
+                     ", got ", positional, " positional"));
   }
   // Positional arguments may fill keyword-only parameters too: serialized
   // edge graphs pass every argument by position.
@@ -141,18 +142,18 @@ absl::StatusOr<std::vector<const Argument*>> BindArguments(
     int index = schema.ArgumentIndex(arg.name.str());
     if (index < 0) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "'", op, "' has no parameter called '", arg.name.str(), "'"));
+          "'", op(), "' has no parameter called '", arg.name.str(), "'"));
     }
     if (bound[index] != nullptr) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "argument '", arg.name.str(), "' of '", op, "' is given twice"));
+          "argument '", arg.name.str(), "' of '", op(), "' is given twice"));
     }
     bound[index] = &arg;
   }
   for (size_t i = 0; i < bound.size(); ++i) {
     if (bound[i] == nullptr && !schema.arguments[i].default_value) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "'", op, "' is missing argument '", schema.arguments[i].name, "'"));
+          "'", op(), "' is missing argument '", schema.arguments[i].name, "'"));
     }
   }
   return bound;
@@ -247,8 +248,7 @@ absl::StatusOr<std::vector<TensorSpec>> InferResultSpecs(const OpInfo& info,
         absl::StrCat("no shape rule for '", call.target, "'"));
   }
   const OpSchema& schema = *info.schema;
-  absl::StatusOr<std::vector<const Argument*>> bound =
-      BindArguments(schema, call.args);
+  absl::StatusOr<BoundArguments> bound = BindArguments(schema, call.args);
   if (!bound.ok()) return bound.status();
   // The rules rely on every argument having its parameter's type.
   for (size_t i = 0; i < bound->size(); ++i) {

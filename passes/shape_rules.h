@@ -22,8 +22,8 @@ namespace ferry {
 // argument; null where the argument was omitted (its default applies).
 // InvalidArgument on too many arguments, an unknown or repeated keyword, or a
 // missing argument without a default.
-absl::StatusOr<std::vector<const Argument*>> BindArguments(
-    const OpSchema& schema, const std::vector<Argument>& args);
+absl::StatusOr<BoundArguments> BindArguments(const OpSchema& schema,
+                                             const std::vector<Argument>& args);
 
 // Whether `arg` can be passed where `type` is expected. Value references are
 // checked against the referenced value's kind in `method` (tensor, tuple

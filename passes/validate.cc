@@ -407,9 +407,10 @@ class GraphValidator {
   void CheckCall(int32_t i) {
     const Node& node = graph_.nodes[i];
     const OpInfo* info = LookupOp(node.target);
-    std::shared_ptr<const OpSchema> schema =
-        node.schema != nullptr ? node.schema
-                               : (info != nullptr ? info->schema : nullptr);
+    const OpSchema* schema =
+        node.schema != nullptr
+            ? node.schema.get()
+            : (info != nullptr ? info->schema.get() : nullptr);
     if (schema == nullptr) return;  // Import reported the unknown operator.
     // The operator's name, for messages.
     auto op = [&] { return schema->QualifiedName(); };
@@ -425,8 +426,7 @@ class GraphValidator {
           {node.name}, "copy before the delegate call, in the calling method");
     }
 
-    absl::StatusOr<std::vector<const Argument*>> bound =
-        BindArguments(*schema, node.args);
+    absl::StatusOr<BoundArguments> bound = BindArguments(*schema, node.args);
     if (!bound.ok()) {
       diagnostics_.Error(codes::kArity, std::string(bound.status().message()),
                          {node.name});
@@ -515,7 +515,7 @@ class GraphValidator {
   // otherwise; shape rules pin registered views, custom ones are checked
   // here).
   void CheckAliasedResults(int32_t i, const OpSchema& schema,
-                           const std::vector<const Argument*>& bound) {
+                           const BoundArguments& bound) {
     const Node& node = graph_.nodes[i];
     const int32_t results = node.result == ResultKind::kTuple
                                 ? static_cast<int32_t>(node.tuple.size())

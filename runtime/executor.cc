@@ -373,7 +373,7 @@ class MethodInstance {
   absl::Status LoadConstantNode(int32_t node, const std::string& constant_name);
   absl::Status LoadCall(int32_t node);
   absl::Status LoadMetadataCall(int32_t node, const OpSchema& schema,
-                                const std::vector<const Argument*>& bound);
+                                const BoundArguments& bound);
   absl::Status LoadCopy(int32_t node, bool to_device);
   absl::Status LoadDelegate(int32_t node);
   absl::Status LoadGetItem(int32_t node);
@@ -809,8 +809,7 @@ absl::Status MethodInstance::LoadCall(int32_t node) {
     return NodeError(node,
                      absl::StrCat("operator ", n.target, " has no schema"));
   const OpSchema& schema = *n.schema;
-  absl::StatusOr<std::vector<const Argument*>> bound =
-      BindArguments(schema, n.args);
+  absl::StatusOr<BoundArguments> bound = BindArguments(schema, n.args);
   if (!bound.ok()) return WithContext(bound.status(), NodePrefix(node));
   if (roots_.IsMetadataOnly(node))
     return LoadMetadataCall(node, schema, *bound);
@@ -917,9 +916,9 @@ absl::Status MethodInstance::LoadCall(int32_t node) {
 
 // sym_size.int, sym_numel, sym_stride.int (and ATen's size/stride/numel/dim
 // forms): read from the operand's spec, at load.
-absl::Status MethodInstance::LoadMetadataCall(
-    int32_t node, const OpSchema& schema,
-    const std::vector<const Argument*>& bound) {
+absl::Status MethodInstance::LoadMetadataCall(int32_t node,
+                                              const OpSchema& schema,
+                                              const BoundArguments& bound) {
   const Node& n = method_.nodes[node];
   if (bound.empty() || !bound[0] || bound[0]->kind != ArgKind::kValue)
     return NodeError(node, "a metadata operator needs a tensor argument");

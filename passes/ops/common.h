@@ -111,8 +111,8 @@ using Number = std::variant<int64_t, double>;
 class BoundCall {
  public:
   // `node`, when given, is the call itself (for DeclaredResult).
-  BoundCall(const OpSchema& schema, const Method& method,
-            std::vector<const Argument*> bound, const Node* node = nullptr)
+  BoundCall(const OpSchema& schema, const Method& method, BoundArguments bound,
+            const Node* node = nullptr)
       : schema_(schema),
         method_(method),
         bound_(std::move(bound)),
@@ -177,7 +177,7 @@ class BoundCall {
 
   const OpSchema& schema_;
   const Method& method_;
-  std::vector<const Argument*> bound_;
+  BoundArguments bound_;
   const Node* node_;
 };
 

@@ -201,7 +201,7 @@ TEST(TextTest, SpecsAndTypes) {
 TEST(BindArgumentsTest, PositionalKeywordAndDefaults) {
   const OpSchema& add = *LookupOp("aten::add.Tensor")->schema;
   std::vector<Argument> args = {I(0), I(1)};
-  absl::StatusOr<std::vector<const Argument*>> bound = BindArguments(add, args);
+  absl::StatusOr<BoundArguments> bound = BindArguments(add, args);
   ASSERT_TRUE(bound.ok()) << bound.status();
   EXPECT_EQ((*bound)[0], &args[0]);
   EXPECT_EQ((*bound)[1], &args[1]);
