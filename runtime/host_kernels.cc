@@ -982,6 +982,18 @@ std::vector<std::string> HostKernelOps() {
   return names;
 }
 
+namespace {
+
+// Whether `a` and `b` both lay their elements out densely in row-major order
+// with the same sizes: one copy of all the bytes copies element for element.
+bool SameDenseLayout(const TensorView& a, const TensorView& b) {
+  return a.IsContiguous() && b.IsContiguous() &&
+         std::equal(a.sizes.begin(), a.sizes.end(), b.sizes.begin(),
+                    b.sizes.end());
+}
+
+}  // namespace
+
 absl::Status CopyStridedHost(const TensorView& dst, const TensorView& src) {
   if (!host::BroadcastsTo(src, dst.sizes)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -996,6 +1008,10 @@ absl::Status CopyStridedHost(const TensorView& dst, const TensorView& src) {
     source = ContiguousView(staged.data(), src.dtype, src.sizes);
   }
   const DType dc = dst.dtype, sc = source.dtype;
+  if (dc == sc && SameDenseLayout(dst, source)) {
+    std::memmove(dst.bytes(), source.bytes(), dst.numel() * dst.element_size());
+    return absl::OkStatus();
+  }
   std::array<DimVector, 2> strides{
       host::OwnByteStrides(dst), host::BroadcastByteStrides(source, dst.sizes)};
   if (dst.dtype == source.dtype) {
@@ -1017,6 +1033,10 @@ std::vector<std::byte> GatherContiguous(const TensorView& src) {
   std::vector<std::byte> bytes(src.numel() * src.element_size());
   if (bytes.empty()) return bytes;
   TensorView dense = ContiguousView(bytes.data(), src.dtype, src.sizes);
+  if (SameDenseLayout(dense, src)) {
+    std::memcpy(bytes.data(), src.bytes(), bytes.size());
+    return bytes;
+  }
   const int64_t es = src.element_size();
   host::StridedLoop<2>(src.sizes, {dense.bytes(), src.bytes()},
                        {host::OwnByteStrides(dense), host::OwnByteStrides(src)},

@@ -524,6 +524,77 @@ void ForEachPlane(const std::array<const TensorView*, N>& views, Fn&& fn) {
 
 }  // namespace
 
+namespace {
+
+// One plane of a max pool: the input's and outputs' sizes and strides (in
+// elements) in its last two dims.
+struct MaxPoolGeometry {
+  int64_t H, W, OH, OW;
+  Pool2dParams p;
+  int64_t in_h, in_w, out_h, out_w, ix_h, ix_w;
+};
+
+// Max pool of one f32 plane into f32 maxima and int64 indices: the windows,
+// order and NaN rule of MaxPool2dWithIndicesKernel's general loop (a float
+// widens to the same double, so the comparisons agree). One output row at a
+// time, window element by window element across the whole row: each output
+// still sees its window's elements in the general loop's order (rows, then
+// columns; a NaN ends its row), but neighbouring outputs no longer wait on
+// each other's comparisons, and no bounds are tested per element. `row` is
+// scratch of OW entries each.
+struct MaxPoolRow {
+  std::vector<float> best;
+  std::vector<int64_t> index;
+  std::vector<uint8_t> done;  // this window row met a NaN
+};
+
+void MaxPoolPlane(const MaxPoolGeometry& geometry, const std::byte* x,
+                  std::byte* y, std::byte* ix, MaxPoolRow& row) {
+  const MaxPoolGeometry g = geometry;
+  constexpr int64_t kF = sizeof(float);
+  float* best = row.best.data();
+  int64_t* index = row.index.data();
+  uint8_t* done = row.done.data();
+  for (int64_t oh = 0; oh < g.OH; ++oh) {
+    if (StopTick(g.OW * g.p.kh * g.p.kw)) return;
+    std::fill_n(best, g.OW, -std::numeric_limits<float>::infinity());
+    std::fill_n(index, g.OW, int64_t{-1});
+    for (int64_t i = 0; i < g.p.kh; ++i) {
+      const int64_t h = oh * g.p.sh - g.p.ph + i * g.p.dh;
+      if (h < 0 || h >= g.H) continue;
+      const std::byte* in_row = x + h * g.in_h * kF;
+      std::fill_n(done, g.OW, uint8_t{0});
+      for (int64_t j = 0; j < g.p.kw; ++j) {
+        // The outputs whose column w = ow * sw + shift is inside the input.
+        const int64_t shift = j * g.p.dw - g.p.pw;
+        const int64_t first = shift >= 0 ? 0 : (-shift + g.p.sw - 1) / g.p.sw;
+        const int64_t last =
+            g.W - 1 - shift < 0
+                ? 0
+                : std::min(g.OW, (g.W - 1 - shift) / g.p.sw + 1);
+        for (int64_t ow = first; ow < last; ++ow) {
+          const int64_t w = ow * g.p.sw + shift;
+          const float v = element::LoadRaw<float>(in_row + w * g.in_w * kF);
+          const bool nan = v != v;
+          const bool take = !done[ow] && (v > best[ow] || nan || index[ow] < 0);
+          best[ow] = take ? v : best[ow];
+          index[ow] = take ? h * g.W + w : index[ow];
+          done[ow] |= nan;
+        }
+      }
+    }
+    for (int64_t ow = 0; ow < g.OW; ++ow) {
+      element::StoreRaw<float>(y + (oh * g.out_h + ow * g.out_w) * kF,
+                               best[ow]);
+      element::StoreRaw<int64_t>(
+          ix + (oh * g.ix_h + ow * g.ix_w) * int64_t{sizeof(int64_t)},
+          index[ow]);
+    }
+  }
+}
+
+}  // namespace
+
 // max_pool2d_with_indices(self, kernel_size, stride=[], padding=0,
 //                         dilation=1, ceil_mode=False) -> (out, indices)
 absl::Status MaxPool2dWithIndicesKernel(const KernelCall& call) {
@@ -580,7 +651,26 @@ absl::Status MaxPool2dWithIndicesKernel(const KernelCall& call) {
           }
         });
   };
-  if (ic == DType::kF32) {
+  if (ic == DType::kF32 && oc == DType::kF32 && xc == DType::kI64) {
+    // The models' case, in float with no per-element dispatch (MaxPoolPlane).
+    const MaxPoolGeometry g{.H = H,
+                            .W = W,
+                            .OH = OH,
+                            .OW = OW,
+                            .p = *p,
+                            .in_h = in.strides[d - 2],
+                            .in_w = in.strides[d - 1],
+                            .out_h = out.strides[d - 2],
+                            .out_w = out.strides[d - 1],
+                            .ix_h = indices.strides[d - 2],
+                            .ix_w = indices.strides[d - 1]};
+    MaxPoolRow row{std::vector<float>(OW), std::vector<int64_t>(OW),
+                   std::vector<uint8_t>(OW)};
+    ForEachPlane<3>({&in, &out, &indices},
+                    [&g, &row](const std::array<std::byte*, 3>& b) {
+                      MaxPoolPlane(g, b[0], b[1], b[2], row);
+                    });
+  } else if (ic == DType::kF32) {
     pool([](const std::byte* q) {
       return static_cast<double>(element::LoadRaw<float>(q));
     });
