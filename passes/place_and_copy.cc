@@ -532,10 +532,13 @@ class CoherenceWalk {
   // `base`, or base_1, base_2, ... when a node or an earlier copy has it;
   // kept as the next copy's name.
   void AddUniqueName(std::string base) {
-    std::string name = base;
-    for (int k = 1; names_.contains(name); ++k)
-      name = absl::StrCat(base, "_", k);
-    names_.insert(walked_.names.emplace_back(std::move(name)));
+    if (names_.contains(base)) {
+      std::string name;
+      for (int k = 1; names_.contains(name = absl::StrCat(base, "_", k)); ++k) {
+      }
+      base = std::move(name);
+    }
+    names_.insert(walked_.names.emplace_back(std::move(base)));
   }
 
   absl::StatusOr<ValueId> MakeCopy(bool to_host, ValueId source, Device to,

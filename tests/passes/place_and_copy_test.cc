@@ -73,6 +73,24 @@ TEST(PlaceAndCopy, WriteThroughAViewChainInvalidatesTheDeviceCopy) {
   EXPECT_EQ(ArgsOf(m, "x_to_cuda0_v1"), "x");
 }
 
+TEST(PlaceAndCopy, ACopyNameTakenByANodeOrAnEarlierCopyGetsTheNextSuffix) {
+  // The program already has nodes named x_to_cuda0 and x_to_cuda0_1 (host
+  // results), so x's copy for D0 is x_to_cuda0_2; u's D2H, u_to_cpu, is
+  // free.
+  Placed r =
+      Place(MethodText("f", Input("a") + Call("x", "aten::sin", {"a"}) +
+                                Call("x_to_cuda0", "aten::cos", {"a"}) +
+                                Call("x_to_cuda0_1", "aten::exp", {"a"}) +
+                                Call("u", "aten::exp", {"x"}, "d0") +
+                                Output({"u", "x_to_cuda0", "x_to_cuda0_1"})),
+            Targets({{"d0", "cuda:0"}}));
+  const Method& m = r.program.methods[0];
+  EXPECT_EQ(NodeNames(m),
+            "a x x_to_cuda0 x_to_cuda0_1 x_to_cuda0_2 delegate_d0 u u_to_cpu "
+            "output");
+  EXPECT_EQ(ArgsOf(m, "delegate_d0"), "x_to_cuda0_2");
+}
+
 TEST(PlaceAndCopy, InPlaceWriteOfOneTupleElement) {
   // D0 returns (t0, t1); the host writes t1 only. D1 on the same device
   // reads t0 in place and t1 through D2H -> add_ -> H2D.
