@@ -179,45 +179,34 @@ TEST(WireWriter, EveryFieldAndDefaultIsWrittenAsTheMessageWritesIt) {
   list.kind = ArgKind::kValueList;
   list.values = std::vector<ValueId>{{0, -1}, {1, 0}, {2, 5}};
   args.push_back(list);
-  for (int64_t v : {int64_t{0}, int64_t{-1}, int64_t{1} << 62}) {
-    Argument a;
-    a.kind = ArgKind::kInt;
-    a.int_value = v;
-    args.push_back(a);
-  }
-  for (double v : {0.0, -0.0, 2.5}) {
-    Argument a;
-    a.kind = ArgKind::kFloat;
-    a.float_value = v;
-    args.push_back(a);
-  }
-  for (bool v : {false, true}) {
-    Argument a;
-    a.kind = ArgKind::kBool;
-    a.bool_value = v;
-    args.push_back(a);
-  }
+  // One argument of `kind` per value, the value stored by `set`.
+  auto add_each = [&args](ArgKind kind, const auto& values, auto set) {
+    for (const auto& v : values) {
+      Argument a;
+      a.kind = kind;
+      set(a, v);
+      args.push_back(std::move(a));
+    }
+  };
+  add_each(ArgKind::kInt, std::vector<int64_t>{0, -1, int64_t{1} << 62},
+           [](Argument& a, int64_t v) { a.int_value = v; });
+  add_each(ArgKind::kFloat, std::vector<double>{0.0, -0.0, 2.5},
+           [](Argument& a, double v) { a.float_value = v; });
+  add_each(ArgKind::kBool, std::vector<bool>{false, true},
+           [](Argument& a, bool v) { a.bool_value = v; });
+  add_each(ArgKind::kDType, std::vector<DType>{DType::kInvalid, DType::kBF16},
+           [](Argument& a, DType v) { a.dtype = v; });
+  add_each(ArgKind::kString, std::vector<std::string>{"", "mean"},
+           [](Argument& a, const std::string& v) { a.string_value = v; });
   Argument ints;
   ints.kind = ArgKind::kInts;
   args.push_back(ints);  // an empty list: an empty IntList
   ints.ints = std::vector<int64_t>{3, -4, 0};
   args.push_back(ints);
-  for (DType dtype : {DType::kInvalid, DType::kBF16}) {
-    Argument a;
-    a.kind = ArgKind::kDType;
-    a.dtype = dtype;
-    args.push_back(a);
-  }
   Argument none;
   none.kind = ArgKind::kNone;
   none.name = "out";
   args.push_back(none);
-  for (const char* text : {"", "mean"}) {
-    Argument a;
-    a.kind = ArgKind::kString;
-    a.string_value = std::string(text);
-    args.push_back(a);
-  }
   call.result = ResultKind::kTuple;
   TensorSpec planned;
   planned.dtype = DType::kI64;
