@@ -539,13 +539,12 @@ struct MaxPoolGeometry {
 // widens to the same double, so the comparisons agree). One output row at a
 // time, window element by window element across the whole row: each output
 // still sees its window's elements in the general loop's order (rows, then
-// columns; a NaN ends its row), but neighbouring outputs no longer wait on
-// each other's comparisons, and no bounds are tested per element. `row` is
-// scratch of OW entries each.
+// columns), but neighbouring outputs no longer wait on each other's
+// comparisons, and no bounds are tested per element. `row` is scratch of OW
+// entries each.
 struct MaxPoolRow {
   std::vector<float> best;
   std::vector<int64_t> index;
-  std::vector<uint8_t> done;  // this window row met a NaN
 };
 
 void MaxPoolPlane(const MaxPoolGeometry& geometry, const std::byte* x,
@@ -554,7 +553,6 @@ void MaxPoolPlane(const MaxPoolGeometry& geometry, const std::byte* x,
   constexpr int64_t kF = sizeof(float);
   float* best = row.best.data();
   int64_t* index = row.index.data();
-  uint8_t* done = row.done.data();
   for (int64_t oh = 0; oh < g.OH; ++oh) {
     if (StopTick(g.OW * g.p.kh * g.p.kw)) return;
     std::fill_n(best, g.OW, -std::numeric_limits<float>::infinity());
@@ -563,7 +561,6 @@ void MaxPoolPlane(const MaxPoolGeometry& geometry, const std::byte* x,
       const int64_t h = oh * g.p.sh - g.p.ph + i * g.p.dh;
       if (h < 0 || h >= g.H) continue;
       const std::byte* in_row = x + h * g.in_h * kF;
-      std::fill_n(done, g.OW, uint8_t{0});
       for (int64_t j = 0; j < g.p.kw; ++j) {
         // The outputs whose column w = ow * sw + shift is inside the input.
         const int64_t shift = j * g.p.dw - g.p.pw;
@@ -575,11 +572,9 @@ void MaxPoolPlane(const MaxPoolGeometry& geometry, const std::byte* x,
         for (int64_t ow = first; ow < last; ++ow) {
           const int64_t w = ow * g.p.sw + shift;
           const float v = element::LoadRaw<float>(in_row + w * g.in_w * kF);
-          const bool nan = v != v;
-          const bool take = !done[ow] && (v > best[ow] || nan || index[ow] < 0);
+          const bool take = v > best[ow] || v != v || index[ow] < 0;
           best[ow] = take ? v : best[ow];
           index[ow] = take ? h * g.W + w : index[ow];
-          done[ow] |= nan;
         }
       }
     }
@@ -632,10 +627,11 @@ absl::Status MaxPool2dWithIndicesKernel(const KernelCall& call) {
                   double v = load(
                       b[0] +
                       (h * in.strides[d - 2] + w * in.strides[d - 1]) * es);
+                  // PyTorch's rule: every NaN is taken, so the index is
+                  // the last NaN met.
                   if (v > best || std::isnan(v) || best_index < 0) {
                     best = v;
                     best_index = h * W + w;
-                    if (std::isnan(v)) break;
                   }
                 }
               }
@@ -664,8 +660,7 @@ absl::Status MaxPool2dWithIndicesKernel(const KernelCall& call) {
                             .out_w = out.strides[d - 1],
                             .ix_h = indices.strides[d - 2],
                             .ix_w = indices.strides[d - 1]};
-    MaxPoolRow row{std::vector<float>(OW), std::vector<int64_t>(OW),
-                   std::vector<uint8_t>(OW)};
+    MaxPoolRow row{std::vector<float>(OW), std::vector<int64_t>(OW)};
     ForEachPlane<3>({&in, &out, &indices},
                     [&g, &row](const std::array<std::byte*, 3>& b) {
                       MaxPoolPlane(g, b[0], b[1], b[2], row);

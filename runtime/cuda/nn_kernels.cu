@@ -105,22 +105,18 @@ __global__ void MaxPool2dKernel(Shape lead, Operand in, Operand out,
     for (int64_t a = 0; a < p.kh; ++a) {
       const int64_t h = oh * p.sh - p.ph + a * p.dh;
       if (h < 0 || h >= p.H) continue;
-      bool stop = false;
       for (int64_t b = 0; b < p.kw; ++b) {
         const int64_t w = ow * p.sw - p.pw + b * p.dw;
         if (w < 0 || w >= p.W) continue;
         const double v = element::LoadAsDouble(
             in.dtype, At(in, in_base + h * p.in_h + w * p.in_w));
+        // PyTorch's rule, as on the host: every NaN is taken, so the index
+        // is the last NaN met.
         if (best_index < 0 || v > best || isnan(v)) {
           best = v;
           best_index = h * p.W + w;
-          if (isnan(v)) {
-            stop = true;
-            break;
-          }
         }
       }
-      if (stop) break;
     }
     if (best_index < 0) best = -INFINITY;
     element::StoreDouble(
