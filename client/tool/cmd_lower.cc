@@ -9,6 +9,7 @@
 #include "client/tool/tool_common.h"
 #include "passes/pipeline.h"
 #include "passes/report_io.h"
+#include "passes/wire_writer.h"
 #include "runtime/ops/backend_ops.h"
 
 namespace ferry::tool {
@@ -67,7 +68,15 @@ int RunLower(const Args& args) {
   absl::StatusOr<LowerResult> result = Lower(
       request, {}, {}, DeclaredBackendOperators(), {}, {}, progress.Stages());
   if (!result.ok()) return ReportStatus("lower", file, result.status());
-  if (result->ok) {
+  if (result->ok && !out.empty() &&
+      FormatFromPath(out) == FileFormat::kBinary) {
+    // The binary form straight from the IR, as ferryd writes it.
+    std::string bytes;
+    if (absl::Status written = AppendProgramWire(result->program, bytes);
+        !written.ok())
+      return ReportStatus("lower", file, written);
+    if (!WriteOutput(out, bytes)) return kExitUsage;
+  } else if (result->ok) {
     v1::Program lowered;
     ExportProgram(result->program, &lowered);
     if (!out.empty()) {
