@@ -1207,16 +1207,15 @@ void CompilerService::FinishLowerFlight(
     ResultCache::Wire wire) {
   const v1::LowerResponse* result = owned != nullptr ? owned : response.get();
   const bool lowered = status.ok() && result->ok();
-  // A result the cache keeps is serialized once: its bytes answer every
-  // waiter in wire form now and every later hit.
-  const bool cacheable = !flight.key.empty() && lowered && !flight.shared_hit;
-  if (cacheable && wire == nullptr) {
-    wire = std::make_shared<const std::string>(response->SerializeAsString());
-  }
+  // A result the job computed comes with its wire form (RunLowerFlight):
+  // those bytes answer every waiter in wire form now and every later hit.
+  const bool cacheable =
+      !flight.key.empty() && lowered && !flight.shared_hit && wire != nullptr;
   if (!flight.key.empty()) {
     std::lock_guard<std::mutex> lock(flights_mutex_);
     if (cacheable) {
-      // Charged the memory the message takes, not its serialized size.
+      // Charged the memory the message of the other fields takes, plus the
+      // bytes.
       cache_.Insert(flight.key, response,
                     static_cast<int64_t>(response->SpaceUsedLong()), wire);
     }
