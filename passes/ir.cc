@@ -169,7 +169,7 @@ std::optional<int64_t> TensorSpec::StorageBytes() const {
       return std::nullopt;
     return bytes;
   }
-  const std::vector<int64_t>& st = strides;
+  const Dims& st = strides;
   if (st.size() != sizes.size()) return std::nullopt;
   int64_t last = storage_offset;
   for (size_t i = 0; i < sizes.size(); ++i) {

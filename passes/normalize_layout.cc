@@ -44,7 +44,7 @@ std::string ToContiguousBytes(const TensorSpec& from, std::string_view data) {
   const int64_t numel = from.NumElements().value_or(0);
   std::string out(static_cast<size_t>(numel * elem), '\0');
   if (numel == 0) return out;
-  const std::vector<int64_t> strides = from.Strides();
+  const Dims strides = from.Strides();
   std::vector<int64_t> index(from.sizes.size(), 0);
   for (int64_t linear = 0; linear < numel; ++linear) {
     int64_t offset = from.storage_offset;

@@ -141,7 +141,12 @@ absl::StatusOr<LowerResult> LowerUnguarded(
   options.limits = limits;
   options.backend_operators = backends;
   options.fetch_blob = fetch_blob;
-  options.request_bytes = static_cast<int64_t>(request.ByteSizeLong());
+  // The allowance bounds constant data (normalize_layout's relayouts, the
+  // check below), which only a program with constants can have; measuring
+  // the request walks all of it, so a program without constants skips that.
+  options.request_bytes = program.constants.empty()
+                              ? 0
+                              : static_cast<int64_t>(request.ByteSizeLong());
   if (absl::Status addressable = CheckAddressable(program); !addressable.ok())
     return addressable;
   AttachNodeSources(request.program(), result.diagnostics);

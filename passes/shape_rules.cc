@@ -70,7 +70,7 @@ absl::string_view BaseTypeText(SchemaTypeKind kind) {
 
 // --- Public entry points ----------------------------------------------------
 
-std::string ShapeText(const std::vector<int64_t>& sizes) {
+std::string ShapeText(std::span<const int64_t> sizes) {
   return absl::StrCat("[", absl::StrJoin(sizes, ","), "]");
 }
 
@@ -95,10 +95,10 @@ bool IsDTypeError(const absl::Status& status) {
   return !status.ok() && status.GetPayload(kDTypeErrorPayload).has_value();
 }
 
-std::optional<std::vector<int64_t>> BroadcastShapes(
-    const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+std::optional<Dims> BroadcastShapes(std::span<const int64_t> a,
+                                    std::span<const int64_t> b) {
   size_t rank = std::max(a.size(), b.size());
-  std::vector<int64_t> result(rank, 1);
+  Dims result(rank, 1);
   for (size_t i = 0; i < rank; ++i) {
     // Aligned from the last dim; missing leading dims are 1.
     int64_t size_a = i < a.size() ? a[a.size() - 1 - i] : 1;
@@ -265,18 +265,17 @@ absl::StatusOr<std::vector<TensorSpec>> InferResultSpecs(const OpInfo& info,
   // The rules read sizes and strides as given; a malformed operand spec
   // (negative or overflowing sizes, strides of the wrong rank) is refused
   // here rather than computed over.
-  for (const Argument& arg : call.args) {
-    std::vector<ValueId> values = arg.values;
-    if (arg.kind == ArgKind::kValue) values.push_back(arg.value);
-    for (const ValueId& value : values) {
-      const TensorSpec* spec = method.Spec(value);
-      if (spec != nullptr && !spec->StorageBytes().has_value()) {
-        return bound_call.Error(absl::StrCat(
-            "operand '", method.ValueName(value),
-            "' has a malformed spec (negative or overflowing sizes, strides "
-            "or offset)"));
-      }
-    }
+  std::optional<ValueId> malformed;
+  ForEachOperand(call, [&](ValueId value) {
+    const TensorSpec* spec = method.Spec(value);
+    if (!malformed && spec != nullptr && !spec->StorageBytes().has_value())
+      malformed = value;
+  });
+  if (malformed) {
+    return bound_call.Error(
+        absl::StrCat("operand '", method.ValueName(*malformed),
+                     "' has a malformed spec (negative or overflowing sizes, "
+                     "strides or offset)"));
   }
 
   Specs results = info.rule(bound_call);

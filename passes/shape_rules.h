@@ -8,6 +8,7 @@
 #define FERRY_PASSES_SHAPE_RULES_H_
 
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -42,8 +43,8 @@ absl::StatusOr<std::vector<TensorSpec>> InferResultSpecs(const OpInfo& info,
                                                          const Node& call);
 
 // Broadcast of two shapes as ATen does; nullopt when incompatible.
-std::optional<std::vector<int64_t>> BroadcastShapes(
-    const std::vector<int64_t>& a, const std::vector<int64_t>& b);
+std::optional<Dims> BroadcastShapes(std::span<const int64_t> a,
+                                    std::span<const int64_t> b);
 
 // Whether an error from InferResultSpecs is about the operands' dtypes (mm of
 // f32 and f16, an in-place write of a float result into an int tensor, ...)
@@ -51,7 +52,7 @@ std::optional<std::vector<int64_t>> BroadcastShapes(
 bool IsDTypeError(const absl::Status& status);
 
 // "[2,3]" ("[]" for a 0-dim tensor).
-std::string ShapeText(const std::vector<int64_t>& sizes);
+std::string ShapeText(std::span<const int64_t> sizes);
 // "f32[2,3]": dtype and sizes, as diagnostics print a spec.
 std::string SpecText(const TensorSpec& spec);
 // A schema type as ATen writes it: "Tensor", "int[2]?", "Tensor[]".

@@ -184,8 +184,8 @@ bool SameAddressing(const TensorSpec& a, const TensorSpec& b) {
   if (a.sizes != b.sizes) return false;
   if (a.NumElements().value_or(1) == 0) return true;
   if (a.storage_offset != b.storage_offset) return false;
-  std::vector<int64_t> a_strides = a.Strides();
-  std::vector<int64_t> b_strides = b.Strides();
+  const Dims a_strides = a.Strides();
+  const Dims b_strides = b.Strides();
   if (a_strides.size() != a.sizes.size() ||
       b_strides.size() != b.sizes.size()) {
     return false;

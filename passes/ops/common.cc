@@ -87,7 +87,7 @@ std::vector<int64_t> DenseStrides(const std::vector<int64_t>& sizes) {
 }
 
 // A fresh, contiguous result (empty strides mean contiguous).
-TensorSpec FreshSpec(DType dtype, std::vector<int64_t> sizes) {
+TensorSpec FreshSpec(DType dtype, Dims sizes) {
   TensorSpec spec;
   spec.dtype = dtype;
   spec.sizes = std::move(sizes);
@@ -356,8 +356,8 @@ std::vector<DType> BoundCall::PromotingScalars() const {
   return dtypes;
 }
 
-std::vector<const TensorSpec*> BoundCall::TensorOperands() const {
-  std::vector<const TensorSpec*> specs;
+TensorOperandList BoundCall::TensorOperands() const {
+  TensorOperandList specs;
   for (size_t i = 0; i < bound_.size(); ++i) {
     const Argument* arg = bound_[i];
     if (schema_.arguments[i].type.kind != SchemaTypeKind::kTensor ||
@@ -500,7 +500,7 @@ absl::StatusOr<int64_t> WrapDimFor(const BoundCall& call, int64_t dim,
 }
 
 absl::Status SameDTypes(const BoundCall& call) {
-  std::vector<const TensorSpec*> tensors = call.TensorOperands();
+  TensorOperandList tensors = call.TensorOperands();
   for (const TensorSpec* tensor : tensors) {
     if (tensor->dtype != tensors[0]->dtype) {
       return call.DTypeMismatch(absl::StrCat(

@@ -21,6 +21,7 @@
 #include <variant>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -31,6 +32,8 @@
 namespace ferry {
 
 using Specs = absl::StatusOr<std::vector<TensorSpec>>;
+// A call's tensor operands (BoundCall::TensorOperands): a few, kept in place.
+using TensorOperandList = absl::InlinedVector<const TensorSpec*, 4>;
 
 // One row of a family's catalogue.
 struct OpDef {
@@ -71,7 +74,7 @@ std::optional<int64_t> NumElementsOf(const std::vector<int64_t>& sizes);
 std::vector<int64_t> DenseStrides(const std::vector<int64_t>& sizes);
 
 // A fresh, contiguous result (empty strides mean contiguous).
-TensorSpec FreshSpec(DType dtype, std::vector<int64_t> sizes);
+TensorSpec FreshSpec(DType dtype, Dims sizes);
 
 // --- Dtypes -----------------------------------------------------------------
 
@@ -154,7 +157,7 @@ class BoundCall {
   // Scalar arguments taking part in type promotion, as their wrapped dtype.
   std::vector<DType> PromotingScalars() const;
   // Every tensor operand (Tensor parameters bound to a tensor), in order.
-  std::vector<const TensorSpec*> TensorOperands() const;
+  TensorOperandList TensorOperands() const;
 
   // "aten::mm of f32[2,3] and f32[4,5]": the operator and its tensor
   // operands, the prefix of every rule error.

@@ -41,13 +41,12 @@ bool ComputesInFloat(absl::string_view op_name) {
 }
 
 Specs InferElementwise(const BoundCall& call) {
-  std::vector<const TensorSpec*> tensors = call.TensorOperands();
+  TensorOperandList tensors = call.TensorOperands();
   if (tensors.empty()) return call.Error("expected a tensor operand");
-  std::vector<int64_t> sizes = tensors[0]->sizes;
+  Dims sizes = tensors[0]->sizes;
   ResultType result_type;
   for (const TensorSpec* tensor : tensors) {
-    std::optional<std::vector<int64_t>> broadcast =
-        BroadcastShapes(sizes, tensor->sizes);
+    std::optional<Dims> broadcast = BroadcastShapes(sizes, tensor->sizes);
     if (!broadcast) {
       return call.Error(absl::StrCat("sizes ", ShapeText(sizes), " and ",
                                      ShapeText(tensor->sizes),
@@ -91,8 +90,7 @@ Specs InferMaskedFill(const BoundCall& call) {
     return call.DTypeMismatch(
         absl::StrCat("the mask must be bool, not ", DTypeText((*mask)->dtype)));
   }
-  std::optional<std::vector<int64_t>> sizes =
-      BroadcastShapes((*self)->sizes, (*mask)->sizes);
+  std::optional<Dims> sizes = BroadcastShapes((*self)->sizes, (*mask)->sizes);
   if (!sizes) {
     return call.Error(absl::StrCat("sizes ", ShapeText((*self)->sizes), " and ",
                                    ShapeText((*mask)->sizes),
@@ -194,9 +192,9 @@ Specs InferSameAsSelf(const BoundCall& call) {
     if (*half_to_float && dtype == DType::kF16) dtype = DType::kF32;
   }
   // Other tensors (copy_'s src) are read broadcast to self's shape.
-  std::vector<const TensorSpec*> tensors = call.TensorOperands();
+  TensorOperandList tensors = call.TensorOperands();
   for (size_t i = 1; i < tensors.size(); ++i) {
-    std::optional<std::vector<int64_t>> broadcast =
+    std::optional<Dims> broadcast =
         BroadcastShapes((*self)->sizes, tensors[i]->sizes);
     if (!broadcast || *broadcast != (*self)->sizes) {
       return call.Error(absl::StrCat("sizes ", ShapeText(tensors[i]->sizes),

@@ -30,7 +30,7 @@ absl::Status CheckInner(const BoundCall& call, int64_t left, int64_t right) {
 
 Specs InferMatmul(const BoundCall& call) {
   absl::string_view op = call.schema().name;
-  std::vector<int64_t> sizes;
+  Dims sizes;
   if (op == "mm" || op == "addmm") {
     absl::string_view left_name = op == "mm" ? "self" : "mat1";
     absl::StatusOr<const TensorSpec*> left = call.Tensor(left_name);
@@ -49,8 +49,7 @@ Specs InferMatmul(const BoundCall& call) {
     if (op == "addmm") {
       absl::StatusOr<const TensorSpec*> bias = call.Tensor("self");
       if (!bias.ok()) return bias.status();
-      std::optional<std::vector<int64_t>> broadcast =
-          BroadcastShapes((*bias)->sizes, sizes);
+      std::optional<Dims> broadcast = BroadcastShapes((*bias)->sizes, sizes);
       if (!broadcast || *broadcast != sizes) {
         return call.Error(
             absl::StrCat("'self' of sizes ", ShapeText((*bias)->sizes),
@@ -98,8 +97,7 @@ Specs InferMatmul(const BoundCall& call) {
     absl::StatusOr<const TensorSpec*> bias = call.OptionalTensor("bias");
     if (!bias.ok()) return bias.status();
     if (*bias != nullptr) {
-      std::optional<std::vector<int64_t>> broadcast =
-          BroadcastShapes((*bias)->sizes, sizes);
+      std::optional<Dims> broadcast = BroadcastShapes((*bias)->sizes, sizes);
       if (!broadcast || *broadcast != sizes) {
         return call.Error(
             absl::StrCat("'bias' of sizes ", ShapeText((*bias)->sizes),
@@ -111,7 +109,7 @@ Specs InferMatmul(const BoundCall& call) {
         "no matrix-product rule for '", call.schema().QualifiedName(), "'"));
   }
   if (absl::Status s = SameDTypes(call); !s.ok()) return s;
-  std::vector<const TensorSpec*> tensors = call.TensorOperands();
+  TensorOperandList tensors = call.TensorOperands();
   return std::vector<TensorSpec>{
       FreshSpec(tensors[0]->dtype, std::move(sizes))};
 }

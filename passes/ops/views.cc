@@ -467,7 +467,7 @@ Specs InferSplit(const BoundCall& call) {
     return call.Error(absl::StrCat("split into ", pieces, " pieces; at most ",
                                    kMaxSplitPieces, " are supported"));
   }
-  const std::vector<int64_t> strides = in.Strides();
+  const Dims strides = in.Strides();
   std::vector<TensorSpec> results;
   for (int64_t p = 0; p < pieces; ++p) {
     int64_t start = p * *split_size;  // <= size: cannot overflow
@@ -516,7 +516,7 @@ Specs InferCat(const BoundCall& call) {
   }
   absl::StatusOr<int64_t> cat_dim = WrapDimFor(call, *dim, reference->dim());
   if (!cat_dim.ok()) return cat_dim.status();
-  std::vector<int64_t> sizes = reference->sizes;
+  Dims sizes = reference->sizes;
   sizes[*cat_dim] = 0;
   for (size_t i = 0; i < tensors->size(); ++i) {
     const TensorSpec& tensor = *(*tensors)[i];

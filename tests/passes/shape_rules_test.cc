@@ -174,12 +174,15 @@ MATCHER_P3(IsLayout, sizes, strides, offset, "") {
 // -----------------------------------------------------------
 
 TEST(BroadcastShapesTest, FollowsATen) {
-  EXPECT_EQ(BroadcastShapes({2, 1, 3}, {4, 3}), Sizes({2, 4, 3}));
-  EXPECT_EQ(BroadcastShapes({}, {4, 3}), Sizes({4, 3}));
-  EXPECT_EQ(BroadcastShapes({0, 1}, {1, 5}), Sizes({0, 5}));
-  EXPECT_EQ(BroadcastShapes({1}, {0}), Sizes({0}));
-  EXPECT_EQ(BroadcastShapes({2, 3}, {3, 2}), std::nullopt);
-  EXPECT_EQ(BroadcastShapes({2}, {0}), std::nullopt);
+  auto broadcast = [](std::vector<int64_t> a, std::vector<int64_t> b) {
+    return BroadcastShapes(a, b);
+  };
+  EXPECT_EQ(broadcast({2, 1, 3}, {4, 3}), Sizes({2, 4, 3}));
+  EXPECT_EQ(broadcast({}, {4, 3}), Sizes({4, 3}));
+  EXPECT_EQ(broadcast({0, 1}, {1, 5}), Sizes({0, 5}));
+  EXPECT_EQ(broadcast({1}, {0}), Sizes({0}));
+  EXPECT_EQ(broadcast({2, 3}, {3, 2}), std::nullopt);
+  EXPECT_EQ(broadcast({2}, {0}), std::nullopt);
 }
 
 TEST(TextTest, SpecsAndTypes) {
