@@ -265,18 +265,6 @@ std::string_view NodeKindName(NodeKind kind) {
   return "node";
 }
 
-const TensorSpec* Node::Spec(int32_t element) const {
-  if (element < 0) return result == ResultKind::kTensor ? &tensor : nullptr;
-  if (result != ResultKind::kTuple ||
-      element >= static_cast<int32_t>(tuple.size()))
-    return nullptr;
-  return &tuple[element];
-}
-
-TensorSpec* Node::MutableSpec(int32_t element) {
-  return const_cast<TensorSpec*>(static_cast<const Node*>(this)->Spec(element));
-}
-
 std::string Method::ValueName(ValueId v) const {
   if (v.node < 0 || v.node >= static_cast<int32_t>(nodes.size()))
     return "<invalid>";

@@ -267,9 +267,17 @@ struct Node {
   bool at_load = false;                      // kCall
 
   // The tensor spec of `element` of this node's result (-1: the whole
-  // result). Null when that is not a tensor.
-  const TensorSpec* Spec(int32_t element = -1) const;
-  TensorSpec* MutableSpec(int32_t element = -1);
+  // result). Null when that is not a tensor. (Inline: every pass asks.)
+  const TensorSpec* Spec(int32_t element = -1) const {
+    if (element < 0) return result == ResultKind::kTensor ? &tensor : nullptr;
+    if (result != ResultKind::kTuple ||
+        element >= static_cast<int32_t>(tuple.size()))
+      return nullptr;
+    return &tuple[element];
+  }
+  TensorSpec* MutableSpec(int32_t element = -1) {
+    return const_cast<TensorSpec*>(std::as_const(*this).Spec(element));
+  }
 };
 
 // Makes room in `nodes` for `count` nodes and as many again: the copies

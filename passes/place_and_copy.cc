@@ -532,13 +532,16 @@ class CoherenceWalk {
   // `base`, or base_1, base_2, ... when a node or an earlier copy has it;
   // kept as the next copy's name.
   void AddUniqueName(std::string base) {
-    if (names_.contains(base)) {
-      std::string name;
-      for (int k = 1; names_.contains(name = absl::StrCat(base, "_", k)); ++k) {
-      }
-      base = std::move(name);
+    // One hash per name that is free (the usual case): the name is kept
+    // first, and the set refers to the kept string.
+    std::string& name = walked_.names.emplace_back(std::move(base));
+    if (names_.insert(name).second) return;
+    const size_t base_size = name.size();
+    for (int k = 1;; ++k) {
+      name.resize(base_size);
+      absl::StrAppend(&name, "_", k);
+      if (names_.insert(name).second) return;
     }
-    names_.insert(walked_.names.emplace_back(std::move(base)));
   }
 
   absl::StatusOr<ValueId> MakeCopy(bool to_host, ValueId source, Device to,

@@ -177,27 +177,33 @@ class MethodImporter {
     node_names_.clear();
     index_.clear();
     index_.reserve(p.nodes_size());
+    names_are_plain_ = true;
     // Names first, so a reference to a later node is reported as a forward
     // reference (a cycle or a wrong order) rather than as dangling.
     for (int i = 0; i < p.nodes_size(); ++i) {
       const std::string& name = p.nodes(i).name();
       if (name.empty()) {
+        names_are_plain_ = false;
         diagnostics_.Error(codes::kEmptyName,
                            absl::StrCat("node #", i, " has no name"),
                            {absl::StrCat("#", i)});
         continue;
       }
       auto [it, inserted] = index_.emplace(absl::string_view(name), i);
-      if (!inserted)
+      if (!inserted) {
+        names_are_plain_ = false;
         diagnostics_.Error(
             codes::kDuplicateName,
             absl::StrCat("duplicate node name '", name,
                          "' (first defined as node #", it->second, ")"),
             {name});
+      }
     }
     ReserveNodes(m.nodes, p.nodes_size());
     m.nodes.resize(p.nodes_size());
+    building_ = &m;
     for (int i = 0; i < p.nodes_size(); ++i) ImportNode(p.nodes(i), i, m);
+    building_ = nullptr;
     for (const v1::Arena& a : p.arenas()) {
       Arena arena;
       arena.device =
@@ -222,9 +228,19 @@ class MethodImporter {
   }
 
  private:
-  // Resolves `name` read by node `reader` (at index `at`).
+  // Resolves `name` read by node `reader` (at index `at`). A program mostly
+  // reads values made a few nodes earlier: those nodes' names, just
+  // imported and still in cache, are compared first, and the index (a hash
+  // map over every name, one cache miss per lookup in a large method) is
+  // asked only for the rest. When names are empty or repeated the index
+  // alone decides (it knows only given names, and keeps a name's first
+  // node).
   int32_t Resolve(const std::string& name, const std::string& reader,
                   int32_t at) {
+    if (names_are_plain_ && building_ != nullptr) {
+      for (int32_t j = at - 1; j >= 0 && j >= at - kRecentNodes; --j)
+        if (building_->nodes[j].name == name) return j;
+    }
     auto it = index_.find(absl::string_view(name));
     if (it == index_.end()) {
       diagnostics_.Error(
@@ -555,6 +571,11 @@ class MethodImporter {
   const v1::Method* method_ = nullptr;
   // Keys point into the proto's names, which outlive the import.
   absl::flat_hash_map<absl::string_view, int32_t> index_;
+  // Resolve's look back: how many nodes, whether it may (every node has a
+  // name of its own), and the method being imported.
+  static constexpr int32_t kRecentNodes = 16;
+  bool names_are_plain_ = true;
+  const Method* building_ = nullptr;
   std::vector<std::string> node_names_;  // built on first need, NamesBefore
 };
 

@@ -29,12 +29,13 @@ uint32_t Tag(int field, WireFormatLite::WireType type) {
 constexpr bool kIfSet = false;
 constexpr bool kAlways = true;
 
-// The first walk: adds up the bytes the fields take. With `record`, the
-// length of every length-delimited field it meets is appended there in the
-// order the fields are met, for the Writer to read back.
+// The first walk: adds up the bytes the fields take, and appends the length
+// of every length-delimited field it meets to `record`, in the order the
+// fields are met, for the Writer to read back (a few per node: the node, its
+// call, arguments and spec).
 class Counter {
  public:
-  explicit Counter(std::vector<uint32_t>* record = nullptr) : record_(record) {}
+  explicit Counter(std::vector<uint32_t>& record) : record_(record) {}
 
   size_t size() const { return size_; }
 
@@ -60,24 +61,15 @@ class Counter {
   }
   template <typename Body>
   void Message(int field, const Body& body) {
-    const size_t slot = record_ ? record_->size() : 0;
-    if (record_) record_->push_back(0);
+    const size_t slot = record_.size();
+    record_.push_back(0);
     const size_t before = size_;
     body(*this);
     const size_t length = size_ - before;
     size_ = before;
-    if (record_) (*record_)[slot] = static_cast<uint32_t>(length);
+    record_[slot] = static_cast<uint32_t>(length);
     Delimited(field, length);
   }
-  // One node: its own sizes are never recorded here (the Writer works them
-  // out again just before it writes the node).
-  template <typename Body>
-  void Node(int field, const Body& body) {
-    std::vector<uint32_t>* record = std::exchange(record_, nullptr);
-    Message(field, body);
-    record_ = record;
-  }
-
   static size_t PackedSize(std::span<const int64_t> values) {
     size_t size = 0;
     for (int64_t v : values)
@@ -92,7 +84,7 @@ class Counter {
              Coded::VarintSize64(length) + length;
   }
 
-  std::vector<uint32_t>* record_;
+  std::vector<uint32_t>& record_;
   size_t size_ = 0;
 };
 
@@ -134,15 +126,6 @@ class Writer {
     Header(field, *lengths_++);
     body(*this);
   }
-  template <typename Body>
-  void Node(int field, const Body& body) {
-    scratch_.clear();
-    Counter counter(&scratch_);
-    counter.Message(field, body);
-    const uint32_t* lengths = std::exchange(lengths_, scratch_.data());
-    Message(field, body);
-    lengths_ = lengths;
-  }
 
  private:
   void Header(int field, size_t length) {
@@ -153,7 +136,6 @@ class Writer {
 
   uint8_t* at_;
   const uint32_t* lengths_;
-  std::vector<uint32_t> scratch_;  // one node's lengths, reused
 };
 
 // The fields below are those of program.proto, by number, in the order the
@@ -258,7 +240,7 @@ void WriteArguments(Out& out, int field, const Method& m, const Node& n) {
 
 template <typename Out>
 void WriteNode(Out& out, const Method& m, const Node& n) {
-  out.Node(2, [&](auto& o) {
+  out.Message(2, [&](auto& o) {
     o.Bytes(1, n.name);
     switch (n.kind) {
       case NodeKind::kInput:
@@ -407,8 +389,8 @@ void WriteProgram(Out& out, const Program& program, Program* consume) {
 
 absl::Status Append(const Program& program, Program* consume, std::string& out,
                     int field, std::string_view then) {
-  std::vector<uint32_t> lengths;  // of the fields outside nodes
-  Counter counter(&lengths);
+  std::vector<uint32_t> lengths;  // of every length-delimited field
+  Counter counter(lengths);
   WriteProgram(counter, program, nullptr);
   const size_t body = counter.size();
   const size_t header =

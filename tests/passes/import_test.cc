@@ -32,6 +32,12 @@ const ImportCase kCases[] = {
     {"DanglingReference", codes::kDanglingReference, "s",
      METHOD(IN("a") "nodes { name: \"s\" call { op: \"aten::sin\" args { "
                     "value: \"b\" } } " T " }" OUT("s"))},
+    // A nameless node is called "#1" in messages, but no node can read it
+    // by that name: import resolves only given names.
+    {"StandInNameIsNotAName", codes::kDanglingReference, "s",
+     METHOD(IN("a") "nodes { call { op: \"aten::sin\" args { value: \"a\" "
+                    "} } " T " } nodes { name: \"s\" call { op: "
+                    "\"aten::cos\" args { value: \"#1\" } } " T " }" OUT("s"))},
     {"ForwardReference", codes::kForwardReference, "s",
      METHOD(IN("a") "nodes { name: \"s\" call { op: \"aten::sin\" args { "
                     "value: \"c\" } } " T " }"
