@@ -5,9 +5,9 @@
 // JSON forms still go through the message (proto_io.h).
 //
 // Two walks over the IR: one adds up the sizes (a length-delimited field
-// needs its length before its contents), the other writes into output sized
-// exactly once. A node's nested sizes are worked out just before it is
-// written, so the walk keeps a few sizes at a time, not one per message.
+// needs its length before its contents) and keeps the length of every nested
+// message, a few 4-byte numbers per node; the other writes into output sized
+// exactly once, reading those lengths back in order.
 #ifndef FERRY_PASSES_WIRE_WRITER_H_
 #define FERRY_PASSES_WIRE_WRITER_H_
 
