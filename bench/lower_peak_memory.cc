@@ -7,13 +7,15 @@
 // the builder is freed and the process's peak RSS (VmHWM) is reset (Linux's
 // /proc/self/clear_refs "5"), so that each figure is the peak above what the
 // process held with only the wire bytes in memory:
-//   parse   the binary request parsed on an arena (as the service does)
+//   parse   the binary request parsed on an arena (ferryd parses onto the
+//           heap, through gRPC's deserializer)
 //   lower   the peak during ferry::Lower of the parsed request, which frees
 //           the request once it has read it (as ferryd does); a line per
 //           stage shows where the peak is reached (freed memory goes back
 //           to the system then, ReleaseFreedMemory, as in ferryd)
-//   export  exporting the lowered program and serializing it (the response)
-// Each phase's figure is the high-water mark so far, so "export" is the peak
+//   write   the response's wire form written straight from the IR, which
+//           it frees as it goes (AppendProgramWire, as ferryd answers)
+// Each phase's figure is the high-water mark so far, so "write" is the peak
 // of the whole path (bytes in -> five passes -> bytes out).
 #include <charconv>
 #include <cstdio>
@@ -85,9 +87,8 @@ int Run(int64_t target) {
                 phase, grown / 1048576.0, static_cast<double>(grown) / nodes,
                 static_cast<double>(grown) / static_cast<double>(bytes.size()));
   };
-  // As ferryd does: the request lives on an arena that Lower releases once
-  // it has read the request (after import and validation), before the
-  // passes run.
+  // As ferryd does, Lower releases the request (here, its arena) once it
+  // has read it (after import and validation), before the passes run.
   std::optional<absl::StatusOr<LowerResult>> result;
   {
     auto arena = std::make_unique<google::protobuf::Arena>();
