@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <span>
@@ -104,10 +105,81 @@ class Dims : public absl::InlinedVector<int64_t, 4> {
   }
 };
 
+// A spec's strides as given (TensorSpec::strides). Most specs leave them
+// out (contiguous), so they are kept out of line: 8 bytes when empty, a Dims
+// on the heap when set. Reads as a const Dims&; a value like Dims (copying
+// one copies its dims).
+class RareDims {
+ public:
+  RareDims() = default;
+  RareDims(const Dims& dims) { *this = dims; }            // NOLINT: Dims-like
+  RareDims(const std::vector<int64_t>& v) { *this = v; }  // NOLINT: Dims-like
+  RareDims(std::initializer_list<int64_t> list) { *this = list; }
+  RareDims(const RareDims& other) { *this = other; }
+  RareDims(RareDims&&) noexcept = default;
+  RareDims& operator=(const RareDims& other) {
+    if (this != &other) *this = other.dims();
+    return *this;
+  }
+  RareDims& operator=(RareDims&&) noexcept = default;
+  RareDims& operator=(const Dims& dims) {
+    assign(dims.begin(), dims.end());
+    return *this;
+  }
+  RareDims& operator=(const std::vector<int64_t>& v) {
+    assign(v.begin(), v.end());
+    return *this;
+  }
+  RareDims& operator=(std::initializer_list<int64_t> list) {
+    assign(list.begin(), list.end());
+    return *this;
+  }
+
+  const Dims& dims() const { return dims_ ? *dims_ : Empty(); }
+  operator const Dims&() const { return dims(); }  // NOLINT: Dims-like
+  bool empty() const { return dims_ == nullptr; }
+  size_t size() const { return dims_ ? dims_->size() : 0; }
+  int64_t operator[](size_t i) const { return (*dims_)[i]; }
+  const int64_t* data() const { return dims().data(); }
+  const int64_t* begin() const { return dims().data(); }
+  const int64_t* end() const { return dims().data() + size(); }
+  template <std::input_iterator It>
+  void assign(It first, It last) {
+    if (first == last)
+      dims_.reset();
+    else
+      dims_ = std::make_unique<Dims>(first, last);
+  }
+  void assign(size_t count, int64_t value) {
+    if (count == 0)
+      dims_.reset();
+    else
+      dims_ = std::make_unique<Dims>(count, value);
+  }
+  void clear() { dims_.reset(); }
+
+  friend bool operator==(const RareDims& a, const RareDims& b) {
+    return a.dims() == b.dims();
+  }
+  friend bool operator==(const RareDims& a, const Dims& b) {
+    return a.dims() == b;
+  }
+  friend bool operator==(const RareDims& a, const std::vector<int64_t>& b) {
+    return std::equal(a.begin(), a.end(), b.begin(), b.end());
+  }
+
+ private:
+  static const Dims& Empty() {
+    static const Dims* const empty = new Dims();
+    return *empty;
+  }
+  std::unique_ptr<Dims> dims_;  // null when empty
+};
+
 struct TensorSpec {
   Dims sizes;
   // As given. Empty means contiguous; use Strides() to read them.
-  Dims strides;
+  RareDims strides;
   int64_t storage_offset = 0;
   MemoryPlacement memory;
   Device device;
