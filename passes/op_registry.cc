@@ -8,19 +8,23 @@
 // parsed once when the registry is first used. A row whose schema does not
 // parse, or that names an operator twice, is left out (unit tests check
 // that every row is registered).
-#include <map>
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "passes/ops/catalogue.h"
 #include "passes/schema.h"
 
 namespace ferry {
 namespace {
 
-using Registry = std::map<std::string, OpInfo, std::less<>>;
+// Hashed, not ordered: every call node is looked up (a tree of a few hundred
+// names costs about eight string comparisons a lookup). Built once and never
+// changed, so the OpInfo pointers LookupOp hands out stay valid.
+using Registry = absl::flat_hash_map<std::string, OpInfo>;
 
 const Registry& BuiltinRegistry() {
   // Built once, never destroyed (no destructor runs at exit).
@@ -49,7 +53,9 @@ const Registry& BuiltinRegistry() {
 
 const OpInfo* LookupOp(std::string_view qualified_name) {
   const Registry& registry = BuiltinRegistry();
-  auto it = registry.find(qualified_name);
+  // (absl's string hash takes absl::string_view, which here is its own type.)
+  auto it = registry.find(
+      absl::string_view(qualified_name.data(), qualified_name.size()));
   if (it != registry.end()) return &it->second;
   // "ns::name.default" is the default overload "ns::name" (and only that:
   // "ns::name.overload.default" is no operator).
@@ -62,7 +68,7 @@ const OpInfo* LookupOp(std::string_view qualified_name) {
       name.find('.', ns_end) != std::string_view::npos) {
     return nullptr;
   }
-  it = registry.find(name);
+  it = registry.find(absl::string_view(name.data(), name.size()));
   return it == registry.end() ? nullptr : &it->second;
 }
 
@@ -70,6 +76,7 @@ const std::vector<std::string>& RegisteredOps() {
   static const std::vector<std::string>* const names = [] {
     auto* built = new std::vector<std::string>();
     for (const auto& [name, info] : BuiltinRegistry()) built->push_back(name);
+    std::sort(built->begin(), built->end());
     return built;
   }();
   return *names;
