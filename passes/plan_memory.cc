@@ -18,8 +18,8 @@
 // Phases, each a unit with one entry, state handed on explicitly:
 // (1) CollectBlocks finds the roots to plan, their sizes and lifetimes: the
 // Blocks; (2) AssignOffsets makes one arena per device and gives each block
-// an offset with a best-fit FreeListAllocator: the ArenaPlan; (3) Apply
-// writes the arenas and the placements on every value, aliases included.
+// an offset with a best-fit FreeListAllocator (free_list.h): the ArenaPlan; (3)
+// Apply writes the arenas and the placements on every value, aliases included.
 // The driver, PlanMemory, is at the bottom; Apply replaces an earlier plan.
 #include "passes/plan_memory.h"
 
@@ -27,11 +27,10 @@
 #include <climits>
 #include <map>
 
-#include "absl/container/btree_map.h"
-#include "absl/container/btree_set.h"
 #include "absl/strings/str_cat.h"
 #include "passes/alias.h"
 #include "passes/diagnostic_codes.h"
+#include "passes/free_list.h"
 #include "passes/graph.h"
 #include "passes/schema.h"
 
@@ -140,77 +139,6 @@ class CollectBlocks {
   std::vector<int32_t> last_use_;  // per slot
   std::vector<char> is_output_;    // per slot
   std::vector<Block> blocks_;
-};
-
-// Best-fit free list over one arena (phase 2's allocator).
-class FreeListAllocator {
- public:
-  int64_t Allocate(int64_t size) {
-    if (size == 0) return 0;
-    // Smallest free hole that fits (the lowest offset among equal sizes).
-    auto best = by_size_.lower_bound({size, INT64_MIN});
-    if (best != by_size_.end()) {
-      const auto [hole_size, offset] = *best;
-      by_size_.erase(best);
-      auto hole = by_offset_.find(offset);
-      hole = by_offset_.erase(hole);
-      // What is left of the hole starts where the block ends: it keeps the
-      // hole's place among the holes by offset.
-      if (hole_size > size) {
-        by_offset_.insert(hole, {offset + size, hole_size - size});
-        by_size_.insert({hole_size - size, offset + size});
-      }
-      return offset;
-    }
-    // A free hole at the end grows into the new space.
-    if (!by_offset_.empty()) {
-      auto last = std::prev(by_offset_.end());
-      if (last->first + last->second == top_) {
-        const int64_t offset = last->first;
-        by_size_.erase({last->second, offset});
-        by_offset_.erase(last);
-        top_ = offset + size;
-        peak_ = std::max(peak_, top_);
-        return offset;
-      }
-    }
-    int64_t offset = top_;
-    top_ += size;
-    peak_ = std::max(peak_, top_);
-    return offset;
-  }
-
-  void Free(int64_t offset, int64_t size) {
-    if (size == 0) return;
-    // Merge with the neighbours: the hole after the block, the hole before.
-    auto next = by_offset_.lower_bound(offset);
-    if (next != by_offset_.end() && next->first == offset + size) {
-      size += next->second;
-      by_size_.erase({next->second, next->first});
-      next = by_offset_.erase(next);
-    }
-    if (next != by_offset_.begin()) {
-      auto prev = std::prev(next);
-      if (prev->first + prev->second == offset) {
-        // The hole before grows in place: its key stays.
-        by_size_.erase({prev->second, prev->first});
-        prev->second += size;
-        by_size_.insert({prev->second, prev->first});
-        return;
-      }
-    }
-    by_offset_.insert(next, {offset, size});
-    by_size_.insert({size, offset});
-  }
-
-  int64_t peak() const { return peak_; }
-
- private:
-  // B-trees: ordered like std::map/std::set, without a heap node per hole.
-  absl::btree_map<int64_t, int64_t> by_offset_;
-  absl::btree_set<std::pair<int64_t, int64_t>> by_size_;
-  int64_t top_ = 0;
-  int64_t peak_ = 0;
 };
 
 // What phase 2 hands to phase 3: the method's arenas (sizes and lower
