@@ -69,7 +69,7 @@ class FreeListAllocator {
   void Erase(const Hole& hole);
   void Insert(const Hole& hole);
 
-  std::vector<Hole> flat_;         // in offset order, while trees_ is null
+  std::vector<Hole> flat_;        // in offset order, while trees_ is null
   std::unique_ptr<Trees> trees_;  // once the holes outgrew flat_
   int64_t top_ = 0;
   int64_t peak_ = 0;

@@ -12,28 +12,6 @@
 
 namespace ferry {
 
-int64_t ElementSize(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-    case DType::kI32:
-      return 4;
-    case DType::kF16:
-    case DType::kBF16:
-    case DType::kI16:
-      return 2;
-    case DType::kF64:
-    case DType::kI64:
-      return 8;
-    case DType::kI8:
-    case DType::kU8:
-    case DType::kBool:
-      return 1;
-    case DType::kInvalid:
-      return 0;
-  }
-  return 0;
-}
-
 std::string_view DTypeName(DType dtype) {
   switch (dtype) {
     case DType::kF32:

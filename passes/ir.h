@@ -40,8 +40,28 @@ struct OpSchema;  // schema.h
 
 // DType: passes/dtype.h.
 
-// Bytes per element; 0 for kInvalid.
-int64_t ElementSize(DType dtype);
+// Bytes per element; 0 for kInvalid. (Inline: every spec's size asks.)
+inline int64_t ElementSize(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+    case DType::kI32:
+      return 4;
+    case DType::kF16:
+    case DType::kBF16:
+    case DType::kI16:
+      return 2;
+    case DType::kF64:
+    case DType::kI64:
+      return 8;
+    case DType::kI8:
+    case DType::kU8:
+    case DType::kBool:
+      return 1;
+    case DType::kInvalid:
+      return 0;
+  }
+  return 0;
+}
 // "f32", "f16", ..., "bool"; "invalid" for kInvalid.
 std::string_view DTypeName(DType dtype);
 bool IsFloatingPoint(DType dtype);

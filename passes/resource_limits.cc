@@ -118,6 +118,8 @@ std::optional<int64_t> CheckedAdd(int64_t a, int64_t b) {
 
 std::optional<int64_t> TensorBytes(const TensorSpec& spec) {
   std::optional<int64_t> storage = spec.StorageBytes();
+  // Contiguous storage from an offset spans at least the elements.
+  if (spec.strides.empty()) return storage;
   std::optional<int64_t> dense = spec.NumBytes();
   if (!storage || !dense) return std::nullopt;
   return std::max(*storage, *dense);
