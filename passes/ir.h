@@ -323,42 +323,40 @@ struct SourceLocation {
   std::string name;
 };
 
-// Fields are ordered so that a Node packs without holes (256 bytes), and
-// what every pass reads of every node comes first: the kinds, operands,
-// schema and result spec share the first cache lines; the names, text and
-// source, which only import, export and diagnostics read, come last.
+// Fields are ordered by size so that a Node packs without holes.
 struct Node {
+  std::string name;
+  // kInput: InputNode.target; kConstant: the constant's name;
+  // kDelegate: the lowered module's id; kCall: the operator name.
+  std::string target;
+
+  // kCall: the schema text given on the node (may be empty) and the resolved
+  // schema (from the node or the registry; null when unknown).
+  RareString schema_text;
+  std::shared_ptr<const OpSchema> schema;
+
+  // kCall / kDelegate arguments; kOutput: the returned values.
+  std::vector<Argument> args;
+
+  TensorSpec tensor;             // kTensor
+  RareVector<TensorSpec> tuple;  // kTuple
+
+  RareString delegation_tag;
+  // Where the node came from; null when the wire form had no `source`.
+  // Shared and immutable: copies of a node (copy insertion, module
+  // inlining) share it.
+  std::shared_ptr<const SourceLocation> source;
+
+  // kGetItem: source node index and element.
+  int32_t getitem_source = -1;
+  int32_t getitem_index = 0;
+
   NodeKind kind = NodeKind::kCall;
   // kInput: kind and the constant-table entry holding its data (if any).
   InputKind input_kind = InputKind::kInvalid;
   ResultKind result = ResultKind::kNone;
   ScalarType scalar = ScalarType::kInvalid;  // kScalar
   bool at_load = false;                      // kCall
-
-  // kGetItem: source node index and element.
-  int32_t getitem_source = -1;
-  int32_t getitem_index = 0;
-
-  // kCall / kDelegate arguments; kOutput: the returned values.
-  std::vector<Argument> args;
-  // kCall: the resolved schema (from the node or the registry; null when
-  // unknown) and the schema text given on the node (may be empty; below).
-  std::shared_ptr<const OpSchema> schema;
-
-  RareVector<TensorSpec> tuple;  // kTuple
-  TensorSpec tensor;             // kTensor
-
-  // kInput: InputNode.target; kConstant: the constant's name;
-  // kDelegate: the lowered module's id; kCall: the operator name.
-  std::string target;
-  std::string name;
-
-  RareString schema_text;
-  RareString delegation_tag;
-  // Where the node came from; null when the wire form had no `source`.
-  // Shared and immutable: copies of a node (copy insertion, module
-  // inlining) share it.
-  std::shared_ptr<const SourceLocation> source;
 
   // The tensor spec of `element` of this node's result (-1: the whole
   // result). Null when that is not a tensor. (Inline: every pass asks.)
