@@ -184,6 +184,8 @@ bool SameAddressing(const TensorSpec& a, const TensorSpec& b) {
   if (a.sizes != b.sizes) return false;
   if (a.NumElements().value_or(1) == 0) return true;
   if (a.storage_offset != b.storage_offset) return false;
+  // Both contiguous, and of one shape (the usual case): no strides to build.
+  if (a.strides.empty() && b.strides.empty()) return true;
   const Dims a_strides = a.Strides();
   const Dims b_strides = b.Strides();
   if (a_strides.size() != a.sizes.size() ||
