@@ -5,7 +5,8 @@
 // std::vector costs 24-32 bytes even when empty, and the IR holds millions
 // of nodes: RareString and RareVector cost 8 bytes when empty and keep their
 // contents on the heap when set (docs/performance.md, "Memory per node").
-// Both are values: copying one copies its contents.
+// Both are values: copying one copies its contents. (A spec's given strides
+// work the same way: RareDims, in ir.h beside Dims.)
 #ifndef FERRY_PASSES_COMPACT_H_
 #define FERRY_PASSES_COMPACT_H_
 

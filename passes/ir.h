@@ -62,6 +62,7 @@ inline int64_t ElementSize(DType dtype) {
   }
   return 0;
 }
+
 // "f32", "f16", ..., "bool"; "invalid" for kInvalid.
 std::string_view DTypeName(DType dtype);
 bool IsFloatingPoint(DType dtype);
