@@ -83,12 +83,6 @@ StorageRoots::StorageRoots(const Method& method)
   }
 }
 
-ValueId StorageRoots::RootOf(ValueId v) const {
-  if (v.node < 0 || v.node >= static_cast<int32_t>(node_root_.size())) return v;
-  if (v.element >= 0) return v;  // tuple elements own their storage
-  return node_root_[v.node];
-}
-
 std::vector<std::vector<int32_t>> EffectDependencies(
     const Method& method, const StorageRoots& roots) {
   const int32_t n = static_cast<int32_t>(method.nodes.size());

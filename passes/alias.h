@@ -19,8 +19,14 @@ class StorageRoots {
  public:
   explicit StorageRoots(const Method& method);
 
-  // The root of `v` (a whole node result or a tuple element).
-  ValueId RootOf(ValueId v) const;
+  // The root of `v` (a whole node result or a tuple element). (Inline: the
+  // passes ask it for every operand, several times.)
+  ValueId RootOf(ValueId v) const {
+    if (v.node < 0 || v.node >= static_cast<int32_t>(node_root_.size()))
+      return v;
+    if (v.element >= 0) return v;  // tuple elements own their storage
+    return node_root_[v.node];
+  }
   // The root of node `node`'s whole (non-tuple) result.
   ValueId RootOfNode(int32_t node) const { return RootOf(ValueId{node, -1}); }
   // Whether node `node` is a call that writes one of its arguments in place,

@@ -44,7 +44,9 @@ LoweredWith RecordedOptions(const LowerOptions& options,
 
 LowerStats CountStats(const Program& program) {
   LowerStats stats;
-  std::map<std::string, int64_t> per_device;
+  // Counted per device, then named: a program has a few devices and many
+  // delegates.
+  std::map<Device, int64_t> per_device;
   const ProgramIndex index(program);
   for (const Method& method : program.methods) {
     for (const Node& node : method.nodes) {
@@ -60,14 +62,18 @@ LowerStats CountStats(const Program& program) {
         stats.d2h_bytes_per_call += node.tensor.StorageBytes().value_or(0);
       } else if (node.kind == NodeKind::kDelegate) {
         ++stats.delegates;
-        ++per_device[DelegateDevice(index, node).ToString()];
+        ++per_device[DelegateDevice(index, node)];
       }
     }
     for (const Arena& arena : method.arenas)
       stats.arenas.push_back(ArenaSummary{method.name, arena.device, arena.size,
                                           arena.lower_bound});
   }
-  stats.delegates_per_device.assign(per_device.begin(), per_device.end());
+  std::map<std::string, int64_t> per_device_name;  // in the names' order
+  for (const auto& [device, count] : per_device)
+    per_device_name[device.ToString()] += count;
+  stats.delegates_per_device.assign(per_device_name.begin(),
+                                    per_device_name.end());
   return stats;
 }
 

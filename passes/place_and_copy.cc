@@ -50,10 +50,10 @@
 #include "passes/place_and_copy.h"
 
 #include <deque>
+#include <memory>
 #include <string_view>
 
 #include "absl/container/flat_hash_set.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "passes/alias.h"
 #include "passes/diagnostic_codes.h"
@@ -173,17 +173,20 @@ absl::Status StripCopies(Method& method) {
   return absl::OkStatus();
 }
 
-// What phase 2 hands on: where each storage starts, and which getitem names
-// each device tuple element. Per value slot (ValueSlots) of the method.
+// What phase 2 hands on: where each storage starts, which getitem names
+// each device tuple element (per value slot, ValueSlots, of the method), and
+// where each delegate runs.
 struct Homes {
-  explicit Homes(const ValueSlots& value_slots)
+  Homes(const ValueSlots& value_slots, size_t nodes)
       : slots(value_slots),
         home(value_slots.size(), Device::Cpu()),
-        origin(value_slots.size()) {}
+        origin(value_slots.size()),
+        runs_on(nodes, Device::Cpu()) {}
 
   const ValueSlots& slots;
   std::vector<Device> home;     // per slot: the host unless set
   std::vector<ValueId> origin;  // per slot: invalid means the root itself
+  std::vector<Device> runs_on;  // per node: where a delegate runs
 
   Device Of(ValueId root) const { return home[slots.Of(root)]; }
   // The value that names `root` on its device: its first getitem.
@@ -217,12 +220,18 @@ class AssignHomes {
         options_(options) {}
 
   Homes Run() {
-    Homes homes(slots_);
     const int32_t n = static_cast<int32_t>(method_.nodes.size());
+    Homes homes(slots_, n);
     for (int32_t i = 0; i < n; ++i) {
       const Node& node = method_.nodes[i];
+      if (node.kind == NodeKind::kGetItem) {
+        ValueId& origin =
+            homes.origin[slots_.Of(roots_.RootOf(ValueId{i, -1}))];
+        if (!origin.valid()) origin = ValueId{i, -1};  // the first getitem
+        continue;
+      }
       if (node.kind != NodeKind::kDelegate) continue;
-      Device d = DelegateDevice(program_, node);
+      const Device d = homes.runs_on[i] = DelegateDevice(program_, node);
       if (d.is_host()) continue;  // a host delegate's results are host values
       if (node.result == ResultKind::kTensor)
         homes.home[slots_.Of(ValueId{i, -1})] = d;
@@ -245,12 +254,6 @@ class AssignHomes {
         Device& home = homes.home[slots_.Of(root)];
         if (home.is_host()) home = d;
       });
-    }
-    for (int32_t i = 0; i < n; ++i) {
-      const Node& node = method_.nodes[i];
-      if (node.kind != NodeKind::kGetItem) continue;
-      ValueId& origin = homes.origin[slots_.Of(roots_.RootOf(ValueId{i, -1}))];
-      if (!origin.valid()) origin = ValueId{i, -1};  // the first getitem
     }
     return homes;
   }
@@ -298,12 +301,10 @@ struct Walked {
 // refused, not copied.
 class CoherenceWalk {
  public:
-  CoherenceWalk(const ProgramIndex& program, Method& method,
-                const StorageRoots& roots, const ValueSlots& slots,
-                const Homes& homes, const WalkOptions& options,
-                Diagnostics& diagnostics)
-      : program_(program),
-        method_(method),
+  CoherenceWalk(Method& method, const StorageRoots& roots,
+                const ValueSlots& slots, const Homes& homes,
+                const WalkOptions& options, Diagnostics& diagnostics)
+      : method_(method),
         roots_(roots),
         slots_(slots),
         homes_(homes),
@@ -312,10 +313,19 @@ class CoherenceWalk {
         n_(static_cast<int32_t>(method.nodes.size())),
         version_(slots.size(), 0),
         host_copy_(slots.size()),
-        first_device_copy_(slots.size(), -1) {
+        first_device_copy_(slots.size(), -1),
+        whole_(slots.size(), -1) {
     // A copy's name contains kCopyInfix, so only such names can collide.
-    for (const Node& node : method.nodes)
-      if (absl::StrContains(node.name, kCopyInfix)) names_.insert(node.name);
+    // The set gets room for about one copy per delegate operand up front,
+    // rather than growing copy by copy.
+    size_t delegate_operands = 0;
+    for (const Node& node : method.nodes) {
+      if (node.name.find(kCopyInfix) != std::string::npos)
+        names_.insert(node.name);
+      if (node.kind == NodeKind::kDelegate)
+        delegate_operands += node.args.size();
+    }
+    names_.reserve(names_.size() + delegate_operands);
   }
 
   absl::StatusOr<Walked> Run() {
@@ -329,6 +339,15 @@ class CoherenceWalk {
   bool IsDeviceInput(ValueId root) const {
     if (root.element >= 0 || homes_.Of(root).is_host()) return false;
     return method_.nodes[root.node].kind == NodeKind::kInput;
+  }
+  // Whether a read of `v` (whose root is `root`) stands for its whole
+  // storage: Canonical(v) is the root. The walk asks it several times per
+  // operand, so it is worked out once per value.
+  bool IsWhole(ValueId v, ValueId root) const {
+    if (v == root) return true;
+    int8_t& whole = whole_[slots_.Of(v)];
+    if (whole < 0) whole = Canonical(method_, roots_, v) == root;
+    return whole;
   }
   // The device original standing for `v` where it lives: `v` itself, or the
   // getitem that names its storage.
@@ -359,7 +378,7 @@ class CoherenceWalk {
         return absl::OkStatus();
       }
       case NodeKind::kDelegate: {
-        const Device d = DelegateDevice(program_, node);
+        const Device d = homes_.runs_on[i];
         return RewriteOperands(node, [&](ValueId v) {
           return d.is_host() ? HostValue(v) : DeviceValue(v, d, i);
         });
@@ -387,7 +406,7 @@ class CoherenceWalk {
     if (!method_.Spec(v)) return v;  // a scalar lives nowhere in particular
     const ValueId root = roots_.RootOf(v);
     if (!NeedsDeviceCopy(v, d)) return Resident(v, root);
-    const ValueId canonical = Canonical(method_, roots_, v);
+    const ValueId canonical = IsWhole(v, root) ? root : v;
     const int32_t version = Version(root);
     // Shared by every reader at this version on this device (the policy).
     if (const ValueId* shared = FindDeviceCopy(canonical, version, d))
@@ -427,8 +446,7 @@ class CoherenceWalk {
     if (homes_.Of(root).is_host()) return false;  // host storage: read in place
     // A view with a layout of its own is the result of a host call, which
     // read (and so aliases) the host copy of its storage.
-    if (Canonical(method_, roots_, v) != root) return false;
-    return true;
+    return IsWhole(v, root);
   }
   // t_to_cpu = _d2h_copy(t), right after t (or the getitem naming it).
   absl::StatusOr<ValueId> MakeHostCopy(ValueId v, ValueId root) {
@@ -451,8 +469,7 @@ class CoherenceWalk {
   // written since.
   bool NeedsDeviceCopy(ValueId v, Device d) const {
     const ValueId root = roots_.RootOf(v);
-    return !(Canonical(method_, roots_, v) == root && homes_.Of(root) == d &&
-             Version(root) == 0);
+    return !(IsWhole(v, root) && homes_.Of(root) == d && Version(root) == 0);
   }
   // x_to_cuda0 = _h2d_copy(x) (x_to_cuda0_v1 after a host write), right
   // before `reader`, from the host value of `v`.
@@ -461,7 +478,7 @@ class CoherenceWalk {
     const int32_t version = Version(root);
     absl::StatusOr<ValueId> source = HostValue(v);
     if (!source.ok()) return source.status();
-    const bool whole = Canonical(method_, roots_, v) == root;
+    const bool whole = IsWhole(v, root);
     std::string name;
     AppendName(whole ? homes_.Origin(root) : v, &name);
     absl::StrAppend(&name, kCopyInfix);
@@ -507,7 +524,7 @@ class CoherenceWalk {
   bool ReturnsDeviceOriginal(ValueId v) const {
     if (!method_.Spec(v) || !options_.skip_d2h) return false;
     const ValueId root = roots_.RootOf(v);
-    return !homes_.Of(root).is_host() && Canonical(method_, roots_, v) == root;
+    return !homes_.Of(root).is_host() && IsWhole(v, root);
   }
 
   // --- Copies
@@ -646,7 +663,6 @@ class CoherenceWalk {
     int32_t next;  // the value's next entry, or -1
   };
 
-  const ProgramIndex& program_;
   Method& method_;
   const StorageRoots& roots_;
   const ValueSlots& slots_;
@@ -661,6 +677,7 @@ class CoherenceWalk {
   std::vector<ValueId> host_copy_;  // per slot: the D2H made, or invalid
   std::vector<int32_t> first_device_copy_;  // per slot: into device_copies_
   std::vector<DeviceCopy> device_copies_;
+  mutable std::vector<int8_t> whole_;  // per slot: IsWhole, or -1 not yet
   absl::flat_hash_set<ValueId> warned_;
   absl::flat_hash_set<ValueId> refused_;
 };
@@ -669,10 +686,10 @@ class CoherenceWalk {
 // method's own node array: each H2D right before its reader, each D2H right
 // after its source. Every token's place is found first; then the nodes move
 // back to front to theirs (a node's place is at or after its index, so it
-// lands on a slot already vacated), with their operands renumbered, and the
-// copies are made in the slots left between them, front to back (a copy's
-// source, which may be a copy, comes before it). Nodes before the first copy
-// do not move at all.
+// lands on a slot already vacated), labelled and with their operands
+// renumbered on the way (one visit per node), and the copies are made in the
+// slots left between them, front to back (a copy's source, which may be a
+// copy, comes before it). Nodes before the first copy do not move at all.
 //
 //   nodes [x, D1, ...], copies [x_to_cuda0 before D1]
 //   ==> [x, x_to_cuda0, D1, ...]; D1's results labelled cuda:0
@@ -683,8 +700,10 @@ class Assemble {
 
   absl::Status Run(Walked walked) {
     const int32_t n = static_cast<int32_t>(method_.nodes.size());
-    for (int32_t i = 0; i < n; ++i) LabelNode(i);
-    if (walked.copies.empty()) return absl::OkStatus();  // nothing to lay out
+    if (walked.copies.empty()) {  // nothing to lay out
+      for (int32_t i = 0; i < n; ++i) LabelNode(i);
+      return absl::OkStatus();
+    }
     h2d_op_ = LookupOp(kH2DCopyOp);
     d2h_op_ = LookupOp(kD2HCopyOp);
     FERRY_RET_CHECK(h2d_op_ != nullptr && d2h_op_ != nullptr);  // registered
@@ -739,8 +758,9 @@ class Assemble {
     std::vector<Node>& nodes = method_.nodes;
     nodes.resize(n + count);
     for (int32_t i = n - 1; i >= 0; --i) {
+      LabelNode(i);  // while the node is at hand
       const int32_t to = final_index_[i];
-      if (to != i) nodes[to] = std::move(nodes[i]);
+      if (to != i) MoveInto(nodes[to], nodes[i]);
       if (absl::Status renumbered = Renumber(nodes[to], to); !renumbered.ok())
         return renumbered;
     }
@@ -768,6 +788,13 @@ class Assemble {
       Label(node.tuple[e], ValueId{i, e});
   }
 
+  // Moves `from` into `slot`, a node made by `resize` or moved from: by
+  // construction, as the slot holds nothing to release or keep.
+  static void MoveInto(Node& slot, Node& from) {
+    std::destroy_at(&slot);
+    std::construct_at(&slot, std::move(from));
+  }
+
   // Points the operands (tokens) of `node`, placed at `at`, at their places.
   absl::Status Renumber(Node& node, int32_t at) {
     bool before = true;
@@ -789,7 +816,10 @@ class Assemble {
     const TensorSpec* spec = method_.nodes[source].Spec(planned.source.element);
     FERRY_RET_CHECK(spec != nullptr);
     const OpInfo* op = planned.to_host ? d2h_op_ : h2d_op_;
-    Node copy;
+    // Made in its slot (a node made by `resize` or moved from).
+    Node& copy = method_.nodes[at];
+    std::destroy_at(&copy);
+    std::construct_at(&copy);
     copy.kind = NodeKind::kCall;
     copy.target = std::string(planned.to_host ? kD2HCopyOp : kH2DCopyOp);
     copy.schema = op->schema;
@@ -801,7 +831,6 @@ class Assemble {
     copy.tensor = *spec;
     copy.tensor.memory = MemoryPlacement{};
     copy.tensor.SetDevice(planned.to);
-    method_.nodes[at] = std::move(copy);
     return absl::OkStatus();
   }
 
@@ -843,8 +872,7 @@ absl::StatusOr<int64_t> PlaceMethod(const ProgramIndex& index, Method& method,
   const ValueSlots slots(method);
   const Homes homes = AssignHomes(index, method, roots, slots, options).Run();
   absl::StatusOr<Walked> walked =
-      CoherenceWalk(index, method, roots, slots, homes, options, diagnostics)
-          .Run();
+      CoherenceWalk(method, roots, slots, homes, options, diagnostics).Run();
   if (!walked.ok()) return walked.status();
   const int64_t copies = static_cast<int64_t>(walked->copies.size());
   if (absl::Status assembled =

@@ -483,11 +483,10 @@ absl::Status BoundCall::WrongKind(absl::string_view name,
 // The argument result 0 is written into, when the schema says so.
 std::optional<int> InPlaceArgument(const OpSchema& schema) {
   std::optional<int> aliased = schema.AliasedArgument(0);
-  if (!aliased) return std::nullopt;
-  std::vector<int> written = schema.WrittenArguments();
-  if (std::find(written.begin(), written.end(), *aliased) == written.end()) {
+  // The aliased argument has an annotation (its set is the result's): the
+  // result is written into it when that annotation has `!`.
+  if (!aliased || !schema.arguments[*aliased].alias->is_write)
     return std::nullopt;
-  }
   return aliased;
 }
 
