@@ -199,8 +199,10 @@ class MethodImporter {
             {name});
       }
     }
+    // Each node is made as it is imported (not all made first and then
+    // filled): one write of its memory rather than two, which shows on
+    // methods too large for the caches.
     ReserveNodes(m.nodes, p.nodes_size());
-    m.nodes.resize(p.nodes_size());
     building_ = &m;
     for (int i = 0; i < p.nodes_size(); ++i) ImportNode(p.nodes(i), i, m);
     building_ = nullptr;
@@ -383,8 +385,9 @@ class MethodImporter {
     return a;
   }
 
+  // Imports node `i`, appending it to `m` (which holds nodes 0..i-1).
   void ImportNode(const v1::Node& p, int32_t i, Method& m) {
-    Node& n = m.nodes[i];
+    Node& n = m.nodes.emplace_back();
     n.name = p.name().empty() ? absl::StrCat("#", i) : p.name();
     const std::string& name = n.name;
     n.delegation_tag = p.delegation_tag();
