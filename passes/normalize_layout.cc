@@ -204,7 +204,7 @@ class UpdateReaders {
       }
       if (node.kind != NodeKind::kCall || node.result != ResultKind::kTensor)
         continue;
-      const OpInfo* info = LookupOp(node.target);
+      const OpInfo* info = RegisteredOp(node);
       if (!info || info->shape_rule != ShapeRule::kView || !node.schema)
         continue;
       std::optional<int> self = node.schema->AliasedArgument(0);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "passes/ir.h"
 #include "passes/ops/catalogue.h"
 #include "passes/schema.h"
 
@@ -44,6 +45,13 @@ const Registry& BuiltinRegistry() {
         built->emplace(std::move(name), std::move(info));
       }
     }
+    // Each schema points back to its entry (OpSchema::registered), now that
+    // the entries have their final addresses.
+    for (auto& [name, info] : *built) {
+      auto schema = std::make_shared<OpSchema>(*info.schema);
+      schema->registered = &info;
+      info.schema = std::move(schema);
+    }
     return built;
   }();
   return *registry;
@@ -70,6 +78,13 @@ const OpInfo* LookupOp(std::string_view qualified_name) {
   }
   it = registry.find(absl::string_view(name.data(), name.size()));
   return it == registry.end() ? nullptr : &it->second;
+}
+
+const OpInfo* RegisteredOp(const Node& node) {
+  if (node.kind != NodeKind::kCall) return nullptr;
+  if (node.schema != nullptr && node.schema->registered != nullptr)
+    return node.schema->registered;
+  return LookupOp(node.target);
 }
 
 const std::vector<std::string>& RegisteredOps() {

@@ -56,7 +56,7 @@ namespace ferry {
 
 const OpInfo* RegistryOperator(const Node& node) {
   if (node.kind != NodeKind::kCall) return nullptr;
-  const OpInfo* info = LookupOp(node.target);
+  const OpInfo* info = RegisteredOp(node);
   if (info == nullptr || node.schema_text.empty()) return info;
   // A schema of its own: the registry's operator only when it is the
   // registry's schema; otherwise a custom operator (no backend kernel).
@@ -129,7 +129,7 @@ class OperatorFilter {
 void ReportForeignSchemas(const Method& method, Diagnostics& diagnostics) {
   for (const Node& node : method.nodes) {
     if (node.kind != NodeKind::kCall || node.schema_text.empty()) continue;
-    const OpInfo* info = LookupOp(node.target);
+    const OpInfo* info = RegisteredOp(node);
     if (info == nullptr || RegistryOperator(node) != nullptr) continue;
     diagnostics.Warning(
         codes::kSchemaDiffersFromRegistry,

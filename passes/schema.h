@@ -64,6 +64,8 @@ struct SchemaArgument {
   bool kwarg_only = false;                   // after `*`
 };
 
+struct OpInfo;
+
 struct OpSchema {
   std::string ns;        // "aten"
   std::string name;      // "add"
@@ -71,6 +73,11 @@ struct OpSchema {
   std::vector<SchemaArgument> arguments;
   std::vector<SchemaArgument> returns;
   bool returns_tuple = false;  // "-> (Tensor, Tensor)"
+  // The registry's entry whose schema this is; null for any other schema
+  // (one parsed from a node's own text). Lets a pass go from a call's
+  // schema to its operator without hashing the operator's name
+  // (RegisteredOp).
+  const OpInfo* registered = nullptr;
 
   // "aten::add.Tensor"
   std::string QualifiedName() const;
@@ -112,6 +119,7 @@ enum class ShapeRule {
 
 class BoundCall;    // passes/ops/common.h
 struct TensorSpec;  // passes/ir.h
+struct Node;        // passes/ir.h
 // A shape rule: the specs of a call's tensor results (passes/ops/*.cc).
 using ShapeRuleFn =
     absl::StatusOr<std::vector<TensorSpec>> (*)(const BoundCall& call);
@@ -132,6 +140,11 @@ struct OpInfo {
 // The built-in registry. Lookup accepts "ns::name.overload" and, for the
 // default overload, "ns::name" or "ns::name.default". Null when unknown.
 const OpInfo* LookupOp(std::string_view qualified_name);
+// The registered operator a call node calls: LookupOp(node.target), or null
+// for a node that is not a call. Import gives a call without schema text the
+// registry's schema, which points back to its entry, so this reads a pointer
+// where LookupOp would hash the name (every pass asks, for every call).
+const OpInfo* RegisteredOp(const Node& node);
 // Every registered operator, in a stable order (for tests, docs and the
 // "did you mean" of an unknown operator).
 const std::vector<std::string>& RegisteredOps();

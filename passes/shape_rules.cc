@@ -261,7 +261,6 @@ absl::StatusOr<std::vector<TensorSpec>> InferResultSpecs(const OpInfo& info,
                        TypeText(schema.arguments[i].type)));
     }
   }
-  BoundCall bound_call(schema, method, *std::move(bound), &call);
   // The rules read sizes and strides as given; a malformed operand spec
   // (negative or overflowing sizes, strides of the wrong rank) is refused
   // here rather than computed over.
@@ -272,12 +271,23 @@ absl::StatusOr<std::vector<TensorSpec>> InferResultSpecs(const OpInfo& info,
       malformed = value;
   });
   if (malformed) {
-    return bound_call.Error(
-        absl::StrCat("operand '", method.ValueName(*malformed),
-                     "' has a malformed spec (negative or overflowing sizes, "
-                     "strides or offset)"));
+    return BoundCall(schema, method, *std::move(bound), &call)
+        .Error(absl::StrCat("operand '", method.ValueName(*malformed),
+                            "' has a malformed spec (negative or overflowing "
+                            "sizes, strides or offset)"));
   }
+  return InferBoundResultSpecs(info, method, call, *std::move(bound));
+}
 
+absl::StatusOr<std::vector<TensorSpec>> InferBoundResultSpecs(
+    const OpInfo& info, const Method& method, const Node& call,
+    BoundArguments bound) {
+  if (info.schema == nullptr || info.rule == nullptr) {
+    return absl::UnimplementedError(
+        absl::StrCat("no shape rule for '", call.target, "'"));
+  }
+  const OpSchema& schema = *info.schema;
+  BoundCall bound_call(schema, method, std::move(bound), &call);
   Specs results = info.rule(bound_call);
   if (!results.ok()) return results;
 

@@ -41,6 +41,13 @@ bool ArgumentMatchesType(const Method& method, const Argument& arg,
 absl::StatusOr<std::vector<TensorSpec>> InferResultSpecs(const OpInfo& info,
                                                          const Method& method,
                                                          const Node& call);
+// The same for a call whose arguments are already bound to `info`'s schema
+// (`bound`, from BindArguments), have their parameters' types and whose
+// operands' specs are sound (StorageBytes has a value): validation has
+// checked all three, so it does not pay for them twice.
+absl::StatusOr<std::vector<TensorSpec>> InferBoundResultSpecs(
+    const OpInfo& info, const Method& method, const Node& call,
+    BoundArguments bound);
 
 // Broadcast of two shapes as ATen does; nullopt when incompatible.
 std::optional<Dims> BroadcastShapes(std::span<const int64_t> a,

@@ -408,7 +408,7 @@ class GraphValidator {
 
   void CheckCall(int32_t i) {
     const Node& node = graph_.nodes[i];
-    const OpInfo* info = LookupOp(node.target);
+    const OpInfo* info = RegisteredOp(node);
     const OpSchema* schema =
         node.schema != nullptr
             ? node.schema.get()
@@ -465,18 +465,23 @@ class GraphValidator {
           {node.name});
       return;
     }
-    if (SoundWithOperands(i)) {
+    const bool sound = SoundWithOperands(i);
+    if (sound) {
       CheckAliasedResults(i, *schema, *bound);
       if (is_copy) CheckCopyLayout(i);
     }
-    if (info == nullptr || !SoundWithOperands(i)) return;
+    if (info == nullptr || !sound) return;
     if (node.schema != nullptr && node.schema != info->schema &&
         !SameSignature(*node.schema, *info->schema)) {
       return;  // The node's own schema differs from the registered one.
     }
 
+    // Bound to the registry's own schema, with every argument of its type
+    // and every operand sound: the rule needs no second binding.
     absl::StatusOr<std::vector<TensorSpec>> inferred =
-        InferResultSpecs(*info, graph_, node);
+        schema == info->schema.get()
+            ? InferBoundResultSpecs(*info, graph_, node, *std::move(bound))
+            : InferResultSpecs(*info, graph_, node);
     if (absl::IsUnimplemented(inferred.status())) return;
     if (!inferred.ok()) {
       diagnostics_.Error(IsDTypeError(inferred.status())

@@ -6,9 +6,12 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
+
+#include "passes/ir.h"
 
 namespace ferry {
 namespace {
@@ -318,6 +321,51 @@ TEST(RegistryTest, LookupAcceptsTheDefaultOverloadSpelledOut) {
   EXPECT_EQ(LookupOp("aten::no_such_op"), nullptr);
   EXPECT_EQ(LookupOp(""), nullptr);
   EXPECT_EQ(LookupOp("relu"), nullptr);
+}
+
+// A call's registered operator is what looking its target up gives, whether
+// read from the registry's schema the node carries (a pointer back to its
+// entry) or, for a schema of the node's own, looked up by name.
+TEST(RegistryTest, RegisteredOpIsTheLookupOfTheTarget) {
+  for (const std::string& name : RegisteredOps()) {
+    const OpInfo* info = LookupOp(name);
+    ASSERT_NE(info, nullptr) << name;
+    EXPECT_EQ(info->schema->registered, info) << name;
+    Node call;
+    call.kind = NodeKind::kCall;
+    call.target = name;
+    call.schema = info->schema;
+    EXPECT_EQ(RegisteredOp(call), info) << name;
+  }
+  const OpInfo* relu = LookupOp("aten::relu");
+  ASSERT_NE(relu, nullptr);
+  Node call;
+  call.kind = NodeKind::kCall;
+  call.target = "aten::relu.default";
+  call.schema = relu->schema;
+  EXPECT_EQ(RegisteredOp(call), relu);
+
+  // A schema of the node's own (as import parses call.schema) points
+  // nowhere: the operator is looked up by the node's target.
+  absl::StatusOr<OpSchema> own =
+      ParseSchema("aten::relu(Tensor self) -> Tensor");
+  ASSERT_TRUE(own.ok());
+  EXPECT_EQ(own->registered, nullptr);
+  call.schema_text = "aten::relu(Tensor self) -> Tensor";
+  call.schema = std::make_shared<const OpSchema>(*own);
+  EXPECT_EQ(RegisteredOp(call), relu);
+  call.target = "custom::relu";
+  EXPECT_EQ(RegisteredOp(call), nullptr);
+
+  // No schema (an unknown operator), and nodes that call nothing.
+  Node unknown;
+  unknown.kind = NodeKind::kCall;
+  unknown.target = "aten::no_such_op";
+  EXPECT_EQ(RegisteredOp(unknown), nullptr);
+  Node input;
+  input.kind = NodeKind::kInput;
+  input.target = "aten::relu";
+  EXPECT_EQ(RegisteredOp(input), nullptr);
 }
 
 TEST(RegistryTest, GeluDefaultsApproximateToNone) {

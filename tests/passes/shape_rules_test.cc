@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <random>
@@ -108,7 +109,7 @@ class Graph {
     call.target = op;
     call.schema = info->schema;
     call.args = std::move(args);
-    return InferResultSpecs(*info, method_, call);
+    return InferBothWays(*info, call);
   }
 
   // A call whose node declares a tuple of `declared` results (rules that
@@ -126,7 +127,46 @@ class Graph {
     call.args = std::move(args);
     call.result = ResultKind::kTuple;
     call.tuple = std::move(declared);
-    return InferResultSpecs(*info, method_, call);
+    return InferBothWays(*info, call);
+  }
+
+  // InferResultSpecs; and, for a call validation hands over already bound
+  // (every argument of its parameter's type, every operand's spec sound),
+  // InferBoundResultSpecs too, which must answer the same.
+  absl::StatusOr<std::vector<TensorSpec>> InferBothWays(const OpInfo& info,
+                                                        const Node& call) {
+    absl::StatusOr<std::vector<TensorSpec>> specs =
+        InferResultSpecs(info, method_, call);
+    absl::StatusOr<BoundArguments> bound =
+        BindArguments(*info.schema, call.args);
+    bool ready = bound.ok();
+    for (size_t i = 0; ready && i < bound->size(); ++i) {
+      ready = (*bound)[i] == nullptr ||
+              ArgumentMatchesType(method_, *(*bound)[i],
+                                  info.schema->arguments[i].type);
+    }
+    ForEachOperand(call, [&](ValueId v) {
+      const TensorSpec* spec = method_.Spec(v);
+      if (spec != nullptr && !spec->StorageBytes().has_value()) ready = false;
+    });
+    if (!ready) return specs;
+    ++bound_inferences_;
+    absl::StatusOr<std::vector<TensorSpec>> again =
+        InferBoundResultSpecs(info, method_, call, *std::move(bound));
+    EXPECT_EQ(again.status(), specs.status()) << call.target;
+    if (again.ok() && specs.ok()) {
+      EXPECT_EQ(again->size(), specs->size()) << call.target;
+      for (size_t r = 0; r < std::min(again->size(), specs->size()); ++r) {
+        const TensorSpec& a = (*again)[r];
+        const TensorSpec& b = (*specs)[r];
+        EXPECT_TRUE(a.dtype == b.dtype && a.sizes == b.sizes &&
+                    a.Strides() == b.Strides() &&
+                    a.storage_offset == b.storage_offset)
+            << call.target << " result " << r << ": " << SpecText(a) << " vs "
+            << SpecText(b);
+      }
+    }
+    return specs;
   }
 
   // The one result of a call that must succeed.
@@ -148,9 +188,12 @@ class Graph {
   }
 
   const Method& method() const { return method_; }
+  // How many calls InferBothWays checked both ways.
+  int bound_inferences() const { return bound_inferences_; }
 
  private:
   Method method_;
+  int bound_inferences_ = 0;
 };
 
 // A view result: sizes, strides (as read by Strides()) and offset.
@@ -1093,6 +1136,7 @@ TEST(InferResultSpecsTest, FuzzNeverCrashes) {
                                      DType::kI64, DType::kBool, DType::kU8};
   auto pick = [&](const auto& pool) { return pool[random() % pool.size()]; };
   int answered_ok = 0;
+  int checked_both_ways = 0;
   for (const std::string& op : RegisteredOps()) {
     const OpInfo* info = LookupOp(op);
     for (int iteration = 0; iteration < 300; ++iteration) {
@@ -1161,9 +1205,12 @@ TEST(InferResultSpecsTest, FuzzNeverCrashes) {
       if (!args.empty() && random() % 2) args[0] = V(pick(tensors));
       absl::StatusOr<std::vector<TensorSpec>> specs = g.Infer(op, args);
       if (specs.ok()) ++answered_ok;
+      checked_both_ways += g.bound_inferences();
     }
   }
   EXPECT_GT(answered_ok, 0);
+  // Infer compared InferBoundResultSpecs with InferResultSpecs on these.
+  EXPECT_GT(checked_both_ways, answered_ok);
 }
 
 }  // namespace
