@@ -9,41 +9,15 @@
 
 namespace ferry {
 
-namespace {
-
-// What a schema says about aliasing, worked out once per schema rather than
-// once per node: most programs use a few dozen operators many times.
-struct SchemaAliasing {
-  bool annotated = false;          // some argument has an alias annotation
-  std::vector<int> written;        // OpSchema::WrittenArguments()
-  std::optional<int> result_root;  // OpSchema::AliasedArgument(0)
-  bool metadata_only = false;      // of the registry operator (below)
-};
-
-}  // namespace
-
 StorageRoots::StorageRoots(const Method& method)
     : node_root_(method.nodes.size()),
       written_start_(method.nodes.size() + 1, 0),
       metadata_only_(method.nodes.size(), 0) {
-  // Keyed by the schema a node carries. A node without schema text carries
-  // the registry's schema for its operator (import resolves it so), so its
-  // registry entry, looked up once, says whether it reads metadata only.
-  absl::flat_hash_map<const OpSchema*, SchemaAliasing> by_schema;
-  auto aliasing_of = [&](const Node& node) -> const SchemaAliasing& {
-    auto [it, inserted] = by_schema.try_emplace(node.schema.get());
-    SchemaAliasing& a = it->second;
-    if (!inserted) return a;
-    for (const SchemaArgument& arg : node.schema->arguments)
-      a.annotated |= arg.alias.has_value();
-    if (a.annotated) {
-      a.written = node.schema->WrittenArguments();
-      a.result_root = node.schema->AliasedArgument(0);
-    }
-    if (const OpInfo* info = LookupOp(node.target))
-      a.metadata_only = info->metadata_only;
-    return a;
-  };
+  // What a schema says about aliasing is worked out once per schema, when it
+  // is parsed (OpSchema::DeriveAliasFacts). A node without schema text
+  // carries the registry's schema for its operator (import resolves it so),
+  // whose entry says whether it reads metadata only.
+
   // Node i's root, metadata flag and written values (appended to written_).
   auto visit = [&](int32_t i) {
     const Node& node = method.nodes[i];
@@ -54,11 +28,14 @@ StorageRoots::StorageRoots(const Method& method)
       return;
     }
     if (node.kind != NodeKind::kCall || !node.schema) return;
-    const SchemaAliasing& aliasing = aliasing_of(node);
-    if (node.schema_text.empty()) metadata_only_[i] = aliasing.metadata_only;
-    if (!aliasing.annotated) return;  // reads its arguments, returns fresh
-    absl::StatusOr<BoundArguments> bound =
-        BindArguments(*node.schema, node.args);
+    const OpSchema& schema = *node.schema;
+    if (node.schema_text.empty()) {
+      const OpInfo* info = RegisteredOp(node);
+      metadata_only_[i] = info != nullptr && info->metadata_only;
+    }
+    // Reads its arguments, returns fresh storage.
+    if (!schema.HasAliasAnnotations()) return;
+    absl::StatusOr<BoundArguments> bound = BindArguments(schema, node.args);
     if (!bound.ok()) return;  // reported by validation
     auto add_written = [&](const Argument* arg) {
       if (!arg) return;
@@ -66,10 +43,10 @@ StorageRoots::StorageRoots(const Method& method)
       if (arg->kind == ArgKind::kValueList)
         for (const ValueId& v : arg->values) written_.push_back(v);
     };
-    for (int k : aliasing.written)
+    for (int k : schema.WrittenArguments())
       if (k < static_cast<int>(bound->size())) add_written((*bound)[k]);
     if (node.result == ResultKind::kTensor) {
-      const std::optional<int>& aliased = aliasing.result_root;
+      const std::optional<int> aliased = schema.AliasedArgument(0);
       if (aliased && *aliased < static_cast<int>(bound->size())) {
         const Argument* arg = (*bound)[*aliased];
         if (arg && arg->kind == ArgKind::kValue && arg->value.valid())

@@ -106,6 +106,7 @@ class SchemaParser {
     if (absl::Status s = ParseReturns(schema); !s.ok()) return s;
     SkipSpace();
     if (!AtEnd()) return Expected("the end of the schema after the returns");
+    schema.DeriveAliasFacts();
     return schema;
   }
 
@@ -632,30 +633,27 @@ std::string OpSchema::QualifiedName() const {
   return absl::StrCat(ns, "::", name, ".", overload);
 }
 
-std::vector<int> OpSchema::WrittenArguments() const {
-  std::vector<int> written;
+void OpSchema::DeriveAliasFacts() {
+  written_.clear();
+  annotated_ = false;
   for (int i = 0; i < static_cast<int>(arguments.size()); ++i) {
-    if (arguments[i].alias.has_value() && arguments[i].alias->is_write) {
-      written.push_back(i);
+    if (!arguments[i].alias.has_value()) continue;
+    annotated_ = true;
+    if (arguments[i].alias->is_write) written_.push_back(i);
+  }
+  result_aliases_.assign(returns.size(), -1);
+  for (size_t r = 0; r < returns.size(); ++r) {
+    const std::optional<AliasInfo>& alias = returns[r].alias;
+    // A wildcard result may alias anything; no one argument is its storage.
+    if (!alias.has_value() || alias->set == "*") continue;
+    for (int i = 0; i < static_cast<int>(arguments.size()); ++i) {
+      if (arguments[i].alias.has_value() &&
+          arguments[i].alias->set == alias->set) {
+        result_aliases_[r] = i;
+        break;
+      }
     }
   }
-  return written;
-}
-
-std::optional<int> OpSchema::AliasedArgument(int result) const {
-  if (result < 0 || result >= static_cast<int>(returns.size())) {
-    return std::nullopt;
-  }
-  const std::optional<AliasInfo>& alias = returns[result].alias;
-  // A wildcard result may alias anything; no one argument is its storage.
-  if (!alias.has_value() || alias->set == "*") return std::nullopt;
-  for (int i = 0; i < static_cast<int>(arguments.size()); ++i) {
-    if (arguments[i].alias.has_value() &&
-        arguments[i].alias->set == alias->set) {
-      return i;
-    }
-  }
-  return std::nullopt;
 }
 
 int OpSchema::ArgumentIndex(std::string_view argument_name) const {

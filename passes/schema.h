@@ -82,12 +82,31 @@ struct OpSchema {
   // "aten::add.Tensor"
   std::string QualifiedName() const;
   // Indices of arguments written in place (alias annotation with `!`).
-  std::vector<int> WrittenArguments() const;
+  const std::vector<int>& WrittenArguments() const { return written_; }
   // The argument index result `result` aliases (a view or the written
-  // argument itself), or nullopt for a fresh result.
-  std::optional<int> AliasedArgument(int result) const;
+  // argument itself), or nullopt for a fresh result. (Inline: shape
+  // inference and the alias analysis ask for every call.)
+  std::optional<int> AliasedArgument(int result) const {
+    if (result < 0 || result >= static_cast<int>(result_aliases_.size()))
+      return std::nullopt;
+    const int aliased = result_aliases_[result];
+    return aliased >= 0 ? std::optional<int>(aliased) : std::nullopt;
+  }
+  // Whether some argument has an alias annotation (a view or an in-place
+  // operator; most operators read their arguments and return fresh storage).
+  bool HasAliasAnnotations() const { return annotated_; }
   // Index of the argument called `name`, or -1.
   int ArgumentIndex(std::string_view name) const;
+
+  // Works out the three facts above from the arguments' and returns' alias
+  // annotations, once rather than per call node. ParseSchema does; code
+  // that changes a schema's arguments or returns must call it again.
+  void DeriveAliasFacts();
+
+ private:
+  std::vector<int> written_;
+  std::vector<int> result_aliases_;  // per return: the argument, or -1
+  bool annotated_ = false;
 };
 
 // Whether two schemas describe the same operator: name and overload,

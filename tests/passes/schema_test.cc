@@ -243,9 +243,11 @@ TEST(RegistryTest, AliasFactsFollowTheAnnotations) {
     SCOPED_TRACE(name);
     const OpSchema& schema = *LookupOp(name)->schema;
     if (IsInPlace(name)) {
+      EXPECT_TRUE(schema.HasAliasAnnotations());
       EXPECT_THAT(schema.WrittenArguments(), ElementsAre(0));
       EXPECT_EQ(schema.AliasedArgument(0), 0);
     } else if (IsView(name)) {
+      EXPECT_TRUE(schema.HasAliasAnnotations());
       EXPECT_THAT(schema.WrittenArguments(), IsEmpty());
       EXPECT_EQ(schema.AliasedArgument(0), 0);
     } else {
@@ -481,9 +483,26 @@ TEST(ParseSchemaTest, AliasAnnotations) {
   EXPECT_EQ(schema.AliasedArgument(4), std::nullopt);  // out of range
   EXPECT_EQ(schema.AliasedArgument(-1), std::nullopt);
 
+  EXPECT_TRUE(schema.HasAliasAnnotations());
+
   // A wildcard result may alias anything: no one argument.
   OpSchema wildcard = MustParse("x::g(Tensor(a) self) -> Tensor(*)");
   EXPECT_EQ(wildcard.AliasedArgument(0), std::nullopt);
+  EXPECT_TRUE(wildcard.HasAliasAnnotations());
+
+  // Without annotations: reads its arguments, returns fresh storage.
+  OpSchema plain = MustParse("x::h(Tensor self, Tensor other) -> Tensor");
+  EXPECT_FALSE(plain.HasAliasAnnotations());
+  EXPECT_THAT(plain.WrittenArguments(), IsEmpty());
+  EXPECT_EQ(plain.AliasedArgument(0), std::nullopt);
+
+  // The facts are worked out again when a schema's annotations change.
+  plain.arguments[0].alias = AliasInfo{"a", true};
+  plain.returns[0].alias = AliasInfo{"a", true};
+  plain.DeriveAliasFacts();
+  EXPECT_TRUE(plain.HasAliasAnnotations());
+  EXPECT_THAT(plain.WrittenArguments(), ElementsAre(0));
+  EXPECT_EQ(plain.AliasedArgument(0), 0);
 }
 
 TEST(ParseSchemaTest, Returns) {
