@@ -62,13 +62,6 @@
 
 namespace ferry {
 
-bool IsH2DCopy(const Node& node) {
-  return node.kind == NodeKind::kCall && node.target == kH2DCopyOp;
-}
-bool IsD2HCopy(const Node& node) {
-  return node.kind == NodeKind::kCall && node.target == kD2HCopyOp;
-}
-
 Device DelegateDevice(const Program& program, const Node& delegate) {
   return DelegateDevice(ProgramIndex(program), delegate);
 }

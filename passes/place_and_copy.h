@@ -27,6 +27,7 @@
 #define FERRY_PASSES_PLACE_AND_COPY_H_
 
 #include "passes/pass.h"
+#include "passes/schema.h"
 
 namespace ferry {
 
@@ -39,9 +40,14 @@ absl::StatusOr<PassStats> PlaceAndCopy(Program& program,
 Device DelegateDevice(const Program& program, const Node& delegate);
 Device DelegateDevice(const ProgramIndex& index, const Node& delegate);
 
-// Whether `node` is an et_copy::_h2d_copy / _d2h_copy call.
-bool IsH2DCopy(const Node& node);
-bool IsD2HCopy(const Node& node);
+// Whether `node` is an et_copy::_h2d_copy / _d2h_copy call. (Inline: asked
+// of every node, more than once.)
+inline bool IsH2DCopy(const Node& node) {
+  return node.kind == NodeKind::kCall && node.target == kH2DCopyOp;
+}
+inline bool IsD2HCopy(const Node& node) {
+  return node.kind == NodeKind::kCall && node.target == kD2HCopyOp;
+}
 
 }  // namespace ferry
 
