@@ -13,12 +13,11 @@ StorageRoots::StorageRoots(const Method& method)
     : node_root_(method.nodes.size()),
       written_start_(method.nodes.size() + 1, 0),
       metadata_only_(method.nodes.size(), 0) {
-  // What a schema says about aliasing is worked out once per schema, when it
-  // is parsed (OpSchema::DeriveAliasFacts). A node without schema text
-  // carries the registry's schema for its operator (import resolves it so),
-  // whose entry says whether it reads metadata only.
-
   // Node i's root, metadata flag and written values (appended to written_).
+  // What its schema says about aliasing was worked out when the schema was
+  // parsed (OpSchema::DeriveAliasFacts). A node without schema text carries
+  // the registry's schema for its operator (import resolves it so), whose
+  // entry says whether it reads metadata only.
   auto visit = [&](int32_t i) {
     const Node& node = method.nodes[i];
     node_root_[i] = ValueId{i, -1};

@@ -240,13 +240,21 @@ bool ArgumentMatchesType(const Method& method, const Argument& arg,
   return false;
 }
 
+namespace {
+// Whether `info` has a schema and a rule to infer with; NoRule otherwise.
+bool HasRule(const OpInfo& info) {
+  return info.schema != nullptr && info.rule != nullptr;
+}
+absl::Status NoRule(const Node& call) {
+  return absl::UnimplementedError(
+      absl::StrCat("no shape rule for '", call.target, "'"));
+}
+}  // namespace
+
 absl::StatusOr<std::vector<TensorSpec>> InferResultSpecs(const OpInfo& info,
                                                          const Method& method,
                                                          const Node& call) {
-  if (info.schema == nullptr || info.rule == nullptr) {
-    return absl::UnimplementedError(
-        absl::StrCat("no shape rule for '", call.target, "'"));
-  }
+  if (!HasRule(info)) return NoRule(call);
   const OpSchema& schema = *info.schema;
   absl::StatusOr<BoundArguments> bound = BindArguments(schema, call.args);
   if (!bound.ok()) return bound.status();
@@ -282,10 +290,7 @@ absl::StatusOr<std::vector<TensorSpec>> InferResultSpecs(const OpInfo& info,
 absl::StatusOr<std::vector<TensorSpec>> InferBoundResultSpecs(
     const OpInfo& info, const Method& method, const Node& call,
     BoundArguments bound) {
-  if (info.schema == nullptr || info.rule == nullptr) {
-    return absl::UnimplementedError(
-        absl::StrCat("no shape rule for '", call.target, "'"));
-  }
+  if (!HasRule(info)) return NoRule(call);
   const OpSchema& schema = *info.schema;
   BoundCall bound_call(schema, method, std::move(bound), &call);
   Specs results = info.rule(bound_call);
