@@ -265,6 +265,39 @@ TEST(WireWriter, EveryFieldAndDefaultIsWrittenAsTheMessageWritesIt) {
   ExpectWireMatchesMessage(std::move(p), "hand-built");
 }
 
+// The writer leaves room for each nested length before it knows it (a byte
+// for a node's parts; more for a method, by its node count) and moves the
+// contents when the length needs more or fewer bytes. Lengths that need two,
+// three and four bytes where one was expected, a method far shorter than its
+// node count suggests, and output far beyond the writer's first guess.
+TEST(WireWriter,
+     LengthsWiderOrNarrowerThanExpectedAreWrittenAsTheMessageWritesThem) {
+  Program p;
+  Method& m = p.methods.emplace_back();
+  m.name = "forward";
+  for (size_t length : {127, 128, 16383, 16384, 2097152}) {
+    Node& n = m.nodes.emplace_back();
+    n.name = std::string(length, 'n');  // the node's length needs more bytes
+    n.kind = NodeKind::kInput;
+    n.input_kind = InputKind::kUserInput;
+    n.result = ResultKind::kTensor;
+    n.tensor.dtype = DType::kF32;
+    n.tensor.sizes = Dims(length % 300, 1);  // a packed list of that many
+    n.source = std::make_shared<SourceLocation>(SourceLocation{
+        .file = std::string(length, 'f'), .line = 1, .name = "m"});
+  }
+  // A method of empty nodes: less than a byte each, where the writer
+  // expects tens.
+  Method& sparse = p.methods.emplace_back();
+  sparse.name = "sparse";
+  sparse.nodes.resize(3000);
+  // A constant whose data is far longer than its node count suggests.
+  Constant& big = p.constants.emplace_back();
+  big.name = "big";
+  big.data = std::string(300000, 'd');
+  ExpectWireMatchesMessage(std::move(p), "lengths");
+}
+
 TEST(ProtoIo, EveryDTypeMapsToTheWireAndBack) {
   // Each IR dtype has a wire value of its own that reads back as it.
   std::set<int> wire;
