@@ -6,6 +6,7 @@
 #include "passes/proto_io.h"
 
 #include <algorithm>
+#include <array>
 #include <span>
 
 #include "absl/container/flat_hash_map.h"
@@ -58,12 +59,17 @@ static_assert(static_cast<int>(kLastDType) + 1 == v1::DType_ARRAYSIZE,
               "dtype in DTypeToProto");
 
 DType DTypeFromProto(int value) {
-  // The inverse of DTypeToProto, so the mapping is written once.
-  for (int d = 0; d <= static_cast<int>(kLastDType); ++d) {
-    if (DTypeToProto(static_cast<DType>(d)) == value)
-      return static_cast<DType>(d);
-  }
-  return DType::kInvalid;
+  // The inverse of DTypeToProto (so the mapping is written once), as a
+  // table made once: every spec of a request asks.
+  static const std::array<DType, v1::DType_ARRAYSIZE> inverse = [] {
+    std::array<DType, v1::DType_ARRAYSIZE> table;
+    table.fill(DType::kInvalid);
+    for (int d = 0; d <= static_cast<int>(kLastDType); ++d)
+      table[DTypeToProto(static_cast<DType>(d))] = static_cast<DType>(d);
+    return table;
+  }();
+  if (value < 0 || value >= v1::DType_ARRAYSIZE) return DType::kInvalid;
+  return inverse[value];
 }
 
 namespace {
@@ -330,10 +336,11 @@ class MethodImporter {
     return ResolveWhole(m, r.node(), reader, at);
   }
 
-  Argument ImportArgument(const Method& m, const v1::Argument& p,
-                          const std::string& reader, int32_t at) {
-    Argument a;
-    a.name = p.name();
+  // Imports `p` into `a`, a fresh argument (made in place in its node's
+  // list, not moved there).
+  void ImportArgument(const Method& m, const v1::Argument& p,
+                      const std::string& reader, int32_t at, Argument& a) {
+    if (!p.name().empty()) a.name = p.name();
     switch (p.kind_case()) {
       case v1::Argument::kValue:
         a.kind = ArgKind::kValue;
@@ -382,7 +389,6 @@ class MethodImporter {
         a.string_value = p.string_value();
         break;
     }
-    return a;
   }
 
   // Imports node `i`, appending it to `m` (which holds nodes 0..i-1).
@@ -456,7 +462,7 @@ class MethodImporter {
         n.at_load = p.call().at_load();
         n.args.reserve(p.call().args_size());
         for (const v1::Argument& a : p.call().args())
-          n.args.push_back(ImportArgument(m, a, name, i));
+          ImportArgument(m, a, name, i, n.args.emplace_back());
         ResolveSchema(n);
         break;
       }
@@ -465,7 +471,7 @@ class MethodImporter {
         n.target = p.delegate().module();
         n.args.reserve(p.delegate().args_size());
         for (const v1::Argument& a : p.delegate().args())
-          n.args.push_back(ImportArgument(m, a, name, i));
+          ImportArgument(m, a, name, i, n.args.emplace_back());
         if (!modules_.FindModule(n.target))
           diagnostics_.Error(
               codes::kMissingModule,
@@ -490,7 +496,7 @@ class MethodImporter {
         n.kind = NodeKind::kOutput;
         n.args.reserve(p.output().values_size());
         for (const v1::Argument& a : p.output().values())
-          n.args.push_back(ImportArgument(m, a, name, i));
+          ImportArgument(m, a, name, i, n.args.emplace_back());
         if (n.result != ResultKind::kNone)
           diagnostics_.Error(codes::kBadResult, "output node with a result",
                              {name});
