@@ -75,9 +75,9 @@ bool NeedsRelayout(const TensorSpec& spec) {
 
 // The constant-table entry a node names, or empty.
 absl::string_view ConstantNameOf(const Node& node) {
-  if (node.kind == NodeKind::kConstant) return node.target;
+  if (node.kind == NodeKind::kConstant) return node.target.str();
   if (node.kind == NodeKind::kInput && node.input_kind != InputKind::kUserInput)
-    return node.target;
+    return node.target.str();
   return {};
 }
 
@@ -289,7 +289,7 @@ absl::Status CheckPartitioned(const Program& program,
         tags.push_back(tag);
       if (node.kind == NodeKind::kCall) {
         if (!IsLowerableCall(node))
-          return violation("'", node.name, "' (", node.target,
+          return violation("'", node.name, "' (", node.target.str(),
                            ") cannot be lowered but carries tag '", tag, "'");
         for (const ValueId& written : roots.WrittenBy(i))
           if (method.nodes[roots.RootOf(written).node].delegation_tag != tag)
@@ -352,7 +352,7 @@ absl::Status CheckLowered(const Program& program, const LowerOptions& options) {
       const LoweredModule* module = index.FindModule(node.target);
       if (module == nullptr)
         return violation("delegate '", node.name, "' names module '",
-                         node.target, "', which does not exist");
+                         node.target.str(), "', which does not exist");
       int64_t user_inputs = 0;
       const Node* output = nullptr;
       for (const Node& inner : module->graph.nodes) {

@@ -11,8 +11,10 @@
 #define FERRY_PASSES_COMPACT_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -73,6 +75,104 @@ class RareString {
       text_ = std::make_unique<std::string>(std::move(s));
   }
   std::unique_ptr<std::string> text_;  // null when empty
+};
+
+// A string that is usually a name living as long as the process (an
+// operator's name in the registry, which is never freed): it then points at
+// that name, 8 bytes with nothing allocated, and copies share it. Any other
+// text it keeps on the heap, as RareString does. Reads as a const
+// std::string&. (A call node's target: most calls name a registered
+// operator, and each copy node one of the two copy operators.)
+class TargetString {
+ public:
+  TargetString() = default;
+  TargetString(std::string s) { assign(std::move(s)); }  // NOLINT: string-like
+  TargetString(std::string_view s) : TargetString(std::string(s)) {}  // NOLINT
+  TargetString(const char* s) : TargetString(std::string(s)) {}       // NOLINT
+  // Points at `name`, which must outlive every TargetString (a registry
+  // name).
+  static TargetString Lasting(const std::string& name) {
+    TargetString t;
+    if (!name.empty()) t.bits_ = reinterpret_cast<uintptr_t>(&name) | kLasting;
+    return t;
+  }
+  TargetString(const TargetString& other) { *this = other; }
+  TargetString(TargetString&& other) noexcept
+      : bits_(std::exchange(other.bits_, 0)) {}
+  TargetString& operator=(const TargetString& other) {
+    if (this == &other) return *this;
+    if (other.lasting()) {
+      reset();
+      bits_ = other.bits_;
+    } else {
+      assign(other.str());
+    }
+    return *this;
+  }
+  TargetString& operator=(TargetString&& other) noexcept {
+    if (this != &other) {
+      reset();
+      bits_ = std::exchange(other.bits_, 0);
+    }
+    return *this;
+  }
+  TargetString& operator=(std::string s) {
+    assign(std::move(s));
+    return *this;
+  }
+  TargetString& operator=(std::string_view s) { return *this = std::string(s); }
+  TargetString& operator=(const char* s) { return *this = std::string(s); }
+  ~TargetString() { reset(); }
+
+  const std::string& str() const { return bits_ ? *text() : Empty(); }
+  operator const std::string&() const { return str(); }  // NOLINT
+  operator std::string_view() const { return str(); }    // NOLINT
+  bool empty() const { return bits_ == 0; }
+  size_t size() const { return str().size(); }
+  const char* c_str() const { return str().c_str(); }
+  void clear() { reset(); }
+  // Whether it points at a lasting name rather than owning its text.
+  bool lasting() const { return (bits_ & kLasting) != 0; }
+
+  friend bool operator==(const TargetString& a, const TargetString& b) {
+    return a.str() == b.str();
+  }
+  friend bool operator==(const TargetString& a, std::string_view b) {
+    return a.str() == b;
+  }
+  friend bool operator==(const TargetString& a, const char* b) {
+    return a.str() == b;
+  }
+  friend bool operator==(const TargetString& a, const std::string& b) {
+    return a.str() == b;
+  }
+  friend std::ostream& operator<<(std::ostream& out, const TargetString& t) {
+    return out << t.str();
+  }
+
+ private:
+  // The low bit of a (word-aligned) std::string's address marks a lasting
+  // name; an owned text has it clear.
+  static constexpr uintptr_t kLasting = 1;
+  static_assert(alignof(std::string) > 1);
+
+  static const std::string& Empty() {
+    static const std::string* const empty = new std::string();
+    return *empty;
+  }
+  const std::string* text() const {
+    return reinterpret_cast<const std::string*>(bits_ & ~kLasting);
+  }
+  void reset() {
+    if (bits_ != 0 && !lasting()) delete text();
+    bits_ = 0;
+  }
+  void assign(std::string s) {
+    reset();
+    if (!s.empty())
+      bits_ = reinterpret_cast<uintptr_t>(new std::string(std::move(s)));
+  }
+  uintptr_t bits_ = 0;  // 0 when empty
 };
 
 // A list that is usually empty, with the parts of std::vector's interface

@@ -328,8 +328,9 @@ struct SourceLocation {
 struct Node {
   std::string name;
   // kInput: InputNode.target; kConstant: the constant's name;
-  // kDelegate: the lowered module's id; kCall: the operator name.
-  std::string target;
+  // kDelegate: the lowered module's id; kCall: the operator name (pointing
+  // at the registry's name when it is one: TargetString).
+  TargetString target;
 
   // kCall: the schema text given on the node (may be empty) and the resolved
   // schema (from the node or the registry; null when unknown).

@@ -41,6 +41,7 @@ const Registry& BuiltinRegistry() {
         info.metadata_only = op.metadata_only;
         info.family = family.name;
         std::string name = schema->QualifiedName();
+        info.name = name;
         info.schema = std::make_shared<const OpSchema>(*std::move(schema));
         built->emplace(std::move(name), std::move(info));
       }

@@ -133,7 +133,8 @@ void ReportForeignSchemas(const Method& method, Diagnostics& diagnostics) {
     if (info == nullptr || RegistryOperator(node) != nullptr) continue;
     diagnostics.Warning(
         codes::kSchemaDiffersFromRegistry,
-        absl::StrCat("'", node.name, "' carries a schema for '", node.target,
+        absl::StrCat("'", node.name, "' carries a schema for '",
+                     node.target.str(),
                      "' that differs from the registry's; it is treated as a "
                      "custom operator and stays on the host"),
         {node.name},
@@ -178,7 +179,7 @@ void CheckTaggedNodes(Method& method, const StorageRoots& roots,
       if (!IsLowerableCall(node)) {
         diagnostics.Error(
             codes::kPartitionUnsupported,
-            absl::StrCat("operator '", node.target,
+            absl::StrCat("operator '", node.target.str(),
                          "' cannot be lowered into a delegate (tag '",
                          node.delegation_tag.str(), "')"),
             {node.name},
@@ -196,8 +197,8 @@ void CheckTaggedNodes(Method& method, const StorageRoots& roots,
         diagnostics.Error(
             codes::kPartitionUnsupported,
             absl::StrCat("backend '", backend, "' does not run operator '",
-                         node.target, "' (tag '", node.delegation_tag.str(),
-                         "')"),
+                         node.target.str(), "' (tag '",
+                         node.delegation_tag.str(), "')"),
             {node.name},
             "leave the node untagged (it runs on the host), or tag it for a "
             "backend that runs it (GetCapabilities lists each backend's "
@@ -209,8 +210,8 @@ void CheckTaggedNodes(Method& method, const StorageRoots& roots,
         if (groups.of[root.node] != groups.of[i]) {
           diagnostics.Error(
               codes::kPartitionUnsupported,
-              absl::StrCat("in-place operator '", node.target, "' writes '",
-                           method.ValueName(written),
+              absl::StrCat("in-place operator '", node.target.str(),
+                           "' writes '", method.ValueName(written),
                            "', which is defined outside partition '",
                            node.delegation_tag.str(), "'"),
               {node.name, method.ValueName(written)},
@@ -514,9 +515,9 @@ absl::StatusOr<PassStats> Partition(Program& program,
           diagnostics.Error(
               codes::kPartitionUnsupported,
               absl::StrCat(
-                  "'", node.name, "' (", node.target, ") is an alias of '",
-                  root, "' that leaves partition '", node.delegation_tag.str(),
-                  "', and '", root,
+                  "'", node.name, "' (", node.target.str(),
+                  ") is an alias of '", root, "' that leaves partition '",
+                  node.delegation_tag.str(), "', and '", root,
                   "' is written in place outside it afterwards: the delegate "
                   "would return a copy the write does not reach"),
               {node.name, root},

@@ -814,7 +814,7 @@ class Assemble {
     std::destroy_at(&copy);
     std::construct_at(&copy);
     copy.kind = NodeKind::kCall;
-    copy.target = std::string(planned.to_host ? kD2HCopyOp : kH2DCopyOp);
+    copy.target = TargetString::Lasting(op->name);
     copy.schema = op->schema;
     copy.name = std::move(name);
     copy.at_load = planned.at_load;

@@ -438,7 +438,7 @@ class MethodImporter {
           diagnostics_.Error(
               codes::kMissingConstant,
               absl::StrCat(std::string(InputKindName(n.input_kind)), " '", name,
-                           "' names constant '", n.target,
+                           "' names constant '", n.target.str(),
                            "', which is not in the program"),
               {name});
         }
@@ -449,21 +449,29 @@ class MethodImporter {
         n.kind = NodeKind::kConstant;
         n.target = p.constant().name();
         if (!modules_.FindConstant(n.target))
-          diagnostics_.Error(
-              codes::kMissingConstant,
-              absl::StrCat("constant '", n.target, "' is not in the program"),
-              {name});
+          diagnostics_.Error(codes::kMissingConstant,
+                             absl::StrCat("constant '", n.target.str(),
+                                          "' is not in the program"),
+                             {name});
         RequireTensorResult(n);
         break;
       case v1::Node::kCall: {
         n.kind = NodeKind::kCall;
-        n.target = p.call().op();
+        // A call without schema text calls a registered operator (or is
+        // refused): its target points at the registry's name when it is
+        // that name exactly.
+        const OpInfo* registered =
+            p.call().schema().empty() ? LookupOp(p.call().op()) : nullptr;
+        if (registered != nullptr && registered->name == p.call().op())
+          n.target = TargetString::Lasting(registered->name);
+        else
+          n.target = p.call().op();
         n.schema_text = p.call().schema();
         n.at_load = p.call().at_load();
         n.args.reserve(p.call().args_size());
         for (const v1::Argument& a : p.call().args())
           ImportArgument(m, a, name, i, n.args.emplace_back());
-        ResolveSchema(n);
+        ResolveSchema(n, registered);
         break;
       }
       case v1::Node::kDelegate:
@@ -475,7 +483,7 @@ class MethodImporter {
         if (!modules_.FindModule(n.target))
           diagnostics_.Error(
               codes::kMissingModule,
-              absl::StrCat("delegate calls lowered module '", n.target,
+              absl::StrCat("delegate calls lowered module '", n.target.str(),
                            "', which is not in the program"),
               {name});
         if (n.result != ResultKind::kTensor && n.result != ResultKind::kTuple)
@@ -519,39 +527,41 @@ class MethodImporter {
                          {n.name});
   }
 
-  void ResolveSchema(Node& n) {
+  // `registered`: the registry's entry for the call's target, looked up
+  // when it has no schema text.
+  void ResolveSchema(Node& n, const OpInfo* registered) {
     if (!n.schema_text.empty()) {
       absl::StatusOr<OpSchema> parsed = ParseSchema(n.schema_text.str());
       if (!parsed.ok()) {
         diagnostics_.Error(
             codes::kBadSchema,
-            absl::StrCat("schema of '", n.target,
+            absl::StrCat("schema of '", n.target.str(),
                          "' does not parse: ", parsed.status().message()),
             {n.name});
         return;
       }
       if (parsed->QualifiedName() != n.target &&
-          !absl::StartsWith(n.target, parsed->QualifiedName() + ".") &&
+          !absl::StartsWith(n.target.str(), parsed->QualifiedName() + ".") &&
           !(parsed->overload.empty() &&
-            n.target == parsed->QualifiedName() + ".default")) {
+            n.target.str() == parsed->QualifiedName() + ".default")) {
         diagnostics_.Error(
             codes::kBadSchema,
             absl::StrCat("schema names '", parsed->QualifiedName(),
-                         "' but the node calls '", n.target, "'"),
+                         "' but the node calls '", n.target.str(), "'"),
             {n.name});
         return;
       }
       n.schema = std::make_shared<const OpSchema>(*std::move(parsed));
       return;
     }
-    if (const OpInfo* info = LookupOp(n.target)) {
-      n.schema = info->schema;
+    if (registered != nullptr) {
+      n.schema = registered->schema;
       return;
     }
     diagnostics_.Error(
         codes::kUnknownOperator,
-        absl::StrCat("unknown operator '", n.target, "'"), {n.name},
-        HintOr(suggester_.DidYouMean(n.target, RegisteredOps()),
+        absl::StrCat("unknown operator '", n.target.str(), "'"), {n.name},
+        HintOr(suggester_.DidYouMean(n.target.str(), RegisteredOps()),
                "give the node its ATen schema in call.schema, or use a "
                "registered operator (see docs/format.md)"));
   }

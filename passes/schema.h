@@ -144,6 +144,9 @@ using ShapeRuleFn =
     absl::StatusOr<std::vector<TensorSpec>> (*)(const BoundCall& call);
 
 struct OpInfo {
+  // "aten::add.Tensor"; in the registry, never freed (a call node's target
+  // can point at it: TargetString::Lasting).
+  std::string name;
   std::shared_ptr<const OpSchema> schema;
   ShapeRule shape_rule = ShapeRule::kNone;
   // The rule itself, from the operator's family file; null: not checked.

@@ -247,7 +247,7 @@ bool HasRule(const OpInfo& info) {
 }
 absl::Status NoRule(const Node& call) {
   return absl::UnimplementedError(
-      absl::StrCat("no shape rule for '", call.target, "'"));
+      absl::StrCat("no shape rule for '", call.target.str(), "'"));
 }
 }  // namespace
 

@@ -420,8 +420,8 @@ class GraphValidator {
     if (is_copy && module_ != nullptr && !module_device_.is_host()) {
       diagnostics_.Error(
           codes::kCopyInDeviceModule,
-          absl::StrCat("'", node.name, "' calls ", node.target, " inside ",
-                       "module '", module_->id, "', which runs on ",
+          absl::StrCat("'", node.name, "' calls ", node.target.str(),
+                       " inside ", "module '", module_->id, "', which runs on ",
                        module_device_.ToString(),
                        ": host/device copies cannot run inside a device "
                        "delegate"),

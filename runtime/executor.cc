@@ -806,8 +806,8 @@ absl::Status MethodInstance::LoadCall(int32_t node) {
   if (n.target == kH2DCopyOp) return LoadCopy(node, /*to_device=*/true);
   if (n.target == kD2HCopyOp) return LoadCopy(node, /*to_device=*/false);
   if (!n.schema)
-    return NodeError(node,
-                     absl::StrCat("operator ", n.target, " has no schema"));
+    return NodeError(
+        node, absl::StrCat("operator ", n.target.str(), " has no schema"));
   const OpSchema& schema = *n.schema;
   absl::StatusOr<BoundArguments> bound = BindArguments(schema, n.args);
   if (!bound.ok()) return WithContext(bound.status(), NodePrefix(node));
@@ -823,7 +823,7 @@ absl::Status MethodInstance::LoadCall(int32_t node) {
     for (const TensorSpec& spec : n.tuple) result_specs.push_back(&spec);
   } else if (n.result == ResultKind::kScalar) {
     return NodeError(node,
-                     absl::StrCat("operator ", n.target,
+                     absl::StrCat("operator ", n.target.str(),
                                   " returns a scalar but reads data; only "
                                   "metadata operators may return scalars"));
   }
@@ -951,8 +951,9 @@ absl::Status MethodInstance::LoadMetadataCall(int32_t node,
   } else if (name == "aten::sym_storage_offset") {
     value.int_value = spec->storage_offset;
   } else {
-    return absl::UnimplementedError(absl::StrCat(
-        NodePrefix(node), "metadata operator ", n.target, " is not supported"));
+    return absl::UnimplementedError(
+        absl::StrCat(NodePrefix(node), "metadata operator ", n.target.str(),
+                     " is not supported"));
   }
   slots_[node].scalar = value;
   return absl::OkStatus();
@@ -1054,8 +1055,8 @@ absl::Status MethodInstance::LoadDelegate(int32_t node) {
   const Node& n = method_.nodes[node];
   const LoweredModule* module = state_.index.FindModule(n.target);
   if (!module)
-    return NodeError(node,
-                     absl::StrCat("module '", n.target, "' does not exist"));
+    return NodeError(
+        node, absl::StrCat("module '", n.target.str(), "' does not exist"));
   // Validation reports an invalid target (E0401); an unvalidated program
   // that carries one is refused here rather than run on the host.
   if (!module->target_device.ok())

@@ -242,7 +242,8 @@ class DotWriter {
       } else if (node.kind == NodeKind::kDelegate) {
         b = add(absl::StrCat("delegate:", node.name));
         blocks[b].cluster = placement_.device[i];
-        blocks[b].label = {node.name, absl::StrCat("module ", node.target)};
+        blocks[b].label = {node.name,
+                           absl::StrCat("module ", node.target.str())};
         if (const LoweredModule* m = index_.FindModule(node.target)) {
           std::vector<const Node*> inner;
           for (const Node& n : m->graph.nodes) inner.push_back(&n);
@@ -422,7 +423,7 @@ class DotWriter {
         }
         break;
       case NodeKind::kDelegate: {
-        label.push_back(absl::StrCat("module ", node.target));
+        label.push_back(absl::StrCat("module ", node.target.str()));
         if (const LoweredModule* m = index_.FindModule(node.target)) {
           std::vector<const Node*> inner;
           for (const Node& n : m->graph.nodes) inner.push_back(&n);

@@ -5,6 +5,7 @@
 #include "gtest/gtest.h"
 #include "passes/diagnostic_codes.h"
 #include "passes/proto_io.h"
+#include "passes/schema.h"
 
 namespace ferry {
 namespace {
@@ -150,6 +151,36 @@ TEST(ImportMessages, DanglingReferenceSaysWhatIsMissing) {
   EXPECT_EQ(FormatDiagnosticsText(diagnostics, "f.textproto"),
             "f.textproto: method 'm': node 'relu_1': error[FERRY-E0102]: "
             "reference to undefined value 'missing'\n");
+}
+
+// A call's target points at the registry's name when it is exactly that
+// name and the call has no schema text of its own; any other target (the
+// ".default" spelling of a default overload, an operator with its own
+// schema, an unknown one) is the node's own text, read back unchanged.
+TEST(ImportTargets, ACallOfARegisteredNameSharesTheRegistrysName) {
+  v1::Program proto;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      METHOD(IN("a") "nodes { name: \"s\" call { op: \"aten::add.Tensor\" "
+                     "args { value: \"a\" } args { value: \"a\" } } " T " }"
+                     "nodes { name: \"r\" call { op: \"aten::relu.default\" "
+                     "args { value: \"s\" } } " T " }"
+                     "nodes { name: \"q\" call { op: \"aten::relu\" schema: "
+                     "\"aten::relu(Tensor self) -> Tensor\" args { value: "
+                     "\"r\" } } " T " }" OUT("q")),
+      &proto));
+  Diagnostics diagnostics;
+  Program program = ImportProgram(proto, diagnostics);
+  ASSERT_FALSE(diagnostics.HasErrors());
+  const std::vector<Node>& nodes = program.methods[0].nodes;
+  const OpInfo* add = LookupOp("aten::add.Tensor");
+  ASSERT_NE(add, nullptr);
+  EXPECT_TRUE(nodes[1].target.lasting());
+  EXPECT_EQ(&nodes[1].target.str(), &add->name);
+  EXPECT_FALSE(nodes[2].target.lasting());  // aten::relu, spelt otherwise
+  EXPECT_EQ(nodes[2].target, "aten::relu.default");
+  EXPECT_EQ(nodes[2].schema.get(), LookupOp("aten::relu")->schema.get());
+  EXPECT_FALSE(nodes[3].target.lasting());  // its own schema
+  EXPECT_EQ(nodes[3].target, "aten::relu");
 }
 
 }  // namespace

@@ -90,18 +90,18 @@ std::string NodeText(const Method& method, const Node& node) {
     case NodeKind::kInput:
       absl::StrAppend(&s, "input ",
                       std::string(InputKindName(node.input_kind)));
-      if (!node.target.empty()) absl::StrAppend(&s, " ", node.target);
+      if (!node.target.empty()) absl::StrAppend(&s, " ", node.target.str());
       break;
     case NodeKind::kConstant:
-      absl::StrAppend(&s, "constant ", node.target);
+      absl::StrAppend(&s, "constant ", node.target.str());
       break;
     case NodeKind::kCall:
-      absl::StrAppend(&s, node.target, "(", Operands(method, node), ")");
+      absl::StrAppend(&s, node.target.str(), "(", Operands(method, node), ")");
       if (node.at_load) absl::StrAppend(&s, " at_load");
       break;
     case NodeKind::kDelegate:
-      absl::StrAppend(&s, "delegate ", node.target, "(", Operands(method, node),
-                      ")");
+      absl::StrAppend(&s, "delegate ", node.target.str(), "(",
+                      Operands(method, node), ")");
       break;
     case NodeKind::kGetItem:
       absl::StrAppend(&s, method.nodes[node.getitem_source].name, "[",

@@ -91,6 +91,23 @@ TEST(PlaceAndCopy, ACopyNameTakenByANodeOrAnEarlierCopyGetsTheNextSuffix) {
   EXPECT_EQ(ArgsOf(m, "delegate_d0"), "x_to_cuda0_2");
 }
 
+// A copy node's target is the registry's name of its copy operator, shared
+// rather than spelt out again for every copy.
+TEST(PlaceAndCopy, ACopysTargetIsTheRegistrysName) {
+  Placed r =
+      Place(MethodText("f", Input("a") + Call("u", "aten::exp", {"a"}, "d0") +
+                                Output({"u"})),
+            Targets({{"d0", "cuda:0"}}));
+  int copies = 0;
+  for (const Node& node : r.program.methods[0].nodes) {
+    if (!IsH2DCopy(node) && !IsD2HCopy(node)) continue;
+    ++copies;
+    EXPECT_TRUE(node.target.lasting()) << node.name;
+    EXPECT_EQ(&node.target.str(), &LookupOp(node.target)->name) << node.name;
+  }
+  EXPECT_EQ(copies, 2);  // a to the device, u back
+}
+
 TEST(PlaceAndCopy, InPlaceWriteOfOneTupleElement) {
   // D0 returns (t0, t1); the host writes t1 only. D1 on the same device
   // reads t0 in place and t1 through D2H -> add_ -> H2D.
