@@ -855,7 +855,8 @@ grpc::ServerUnaryReactor* CompilerService::Lower(
   v1::LowerRequest* request = nullptr;
   v1::LowerResponse* response = nullptr;
   if (ParseWire(call, wire_request, wire_response, &request, &response)) {
-    StartLower(call, request, response);
+    StartLower(call, request, response,
+               static_cast<int64_t>(wire_request->Length()));
   }
   return call;
 }
@@ -864,23 +865,24 @@ grpc::ServerUnaryReactor* CompilerService::Lower(
     grpc::CallbackServerContext* context, const v1::LowerRequest* request,
     v1::LowerResponse* response) {
   auto* call = new UnaryCall(*this, context, "Lower");
-  StartLower(call, request, response);
+  StartLower(call, request, response,
+             static_cast<int64_t>(request->ByteSizeLong()));
   return call;
 }
 
 grpc::ServerWriteReactor<v1::LowerProgress>* CompilerService::LowerStream(
     grpc::CallbackServerContext* context, const v1::LowerRequest* request) {
   auto* call = new LowerStreamCall(*this, context, "LowerStream");
-  StartLower(call, request, call->response());
+  StartLower(call, request, call->response(),
+             static_cast<int64_t>(request->ByteSizeLong()));
   return call;
 }
 
 void CompilerService::StartLower(Call* call, const v1::LowerRequest* request,
-                                 v1::LowerResponse* response) {
+                                 v1::LowerResponse* response,
+                                 int64_t request_bytes) {
   grpc::CallbackServerContext* context = &call->context();
-  if (!Admit(call, *request, static_cast<int64_t>(request->ByteSizeLong()))) {
-    return;
-  }
+  if (!Admit(call, *request, request_bytes)) return;
 
   auto flight = std::make_shared<LowerFlight>();
   flight->request = request;
@@ -1293,7 +1295,8 @@ grpc::ServerUnaryReactor* CompilerService::Verify(
   v1::VerifyRequest* request = nullptr;
   v1::VerifyResponse* response = nullptr;
   if (ParseWire(call, wire_request, wire_response, &request, &response)) {
-    StartVerify(call, request, response);
+    StartVerify(call, request, response,
+                static_cast<int64_t>(wire_request->Length()));
   }
   return call;
 }
@@ -1302,23 +1305,23 @@ grpc::ServerUnaryReactor* CompilerService::Verify(
     grpc::CallbackServerContext* context, const v1::VerifyRequest* request,
     v1::VerifyResponse* response) {
   auto* call = new UnaryCall(*this, context, "Verify");
-  StartVerify(call, request, response);
+  StartVerify(call, request, response,
+              static_cast<int64_t>(request->ByteSizeLong()));
   return call;
 }
 
 grpc::ServerWriteReactor<v1::VerifyProgress>* CompilerService::VerifyStream(
     grpc::CallbackServerContext* context, const v1::VerifyRequest* request) {
   auto* call = new VerifyStreamCall(*this, context, "VerifyStream");
-  StartVerify(call, request, call->response());
+  StartVerify(call, request, call->response(),
+              static_cast<int64_t>(request->ByteSizeLong()));
   return call;
 }
 
 void CompilerService::StartVerify(Call* call, const v1::VerifyRequest* request,
-                                  v1::VerifyResponse* response) {
-  if (!Admit(call, request->request(),
-             static_cast<int64_t>(request->ByteSizeLong()))) {
-    return;
-  }
+                                  v1::VerifyResponse* response,
+                                  int64_t request_bytes) {
+  if (!Admit(call, request->request(), request_bytes)) return;
   if (!v1::VerifyDevice_IsValid(request->device())) {
     call->Complete(InvalidFieldError(
         "device",

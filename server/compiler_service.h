@@ -159,11 +159,12 @@ class CompilerService final : public v1::Compiler::WithRawCallbackMethod_Lower<
                  grpc::ByteBuffer* wire_response, Request** request,
                  Response** response);
   // Admit, then answer from the cache or submit the job; the job or the
-  // refusal finishes `call`.
+  // refusal finishes `call`. `request_bytes`: the request's size on the wire
+  // (a call that came as bytes has it; a typed one measures its message).
   void StartLower(Call* call, const v1::LowerRequest* request,
-                  v1::LowerResponse* response);
+                  v1::LowerResponse* response, int64_t request_bytes);
   void StartVerify(Call* call, const v1::VerifyRequest* request,
-                   v1::VerifyResponse* response);
+                   v1::VerifyResponse* response, int64_t request_bytes);
 
   // Checks the bearer token; finishes `call` with UNAUTHENTICATED and
   // returns false when it is missing or wrong.
