@@ -10,6 +10,7 @@
 #include <span>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -94,6 +95,12 @@ class SpecImporter {
   TensorSpec Import(const v1::TensorSpec& p, const std::string& name,
                     int element = -1) {
     TensorSpec s;
+    ImportInto(p, name, element, s);
+    return s;
+  }
+  // The same into `s`, a fresh spec (a node's own, made in place).
+  void ImportInto(const v1::TensorSpec& p, const std::string& name, int element,
+                  TensorSpec& s) {
     auto where = [&] {
       return element < 0 ? name : absl::StrCat(name, "[", element, "]");
     };
@@ -109,7 +116,7 @@ class SpecImporter {
     s.storage_offset = p.storage_offset();
     if (p.has_device()) {
       s.device_present = true;
-      s.device = ImportDevice(p.device(), where());
+      s.device = ImportDevice(p.device(), where);
     }
     if (p.has_memory()) {
       s.memory.arena = p.memory().arena();
@@ -117,28 +124,29 @@ class SpecImporter {
       s.memory.size = p.memory().size();
       s.memory.planned = p.memory().planned();
     }
-    return s;
   }
 
-  Device ImportDevice(const v1::Device& p, const std::string& where) {
+  // `where` names the device's owner, asked only for a diagnostic.
+  Device ImportDevice(const v1::Device& p,
+                      absl::FunctionRef<std::string()> where) {
     const std::string& type = p.type();
     if (type.empty() || type == "cpu") {
       if (p.index() != 0)
         diagnostics_.Error(codes::kBadDevice,
                            absl::StrCat("host device with index ", p.index()),
-                           {where}, "the host is always index 0");
+                           {where()}, "the host is always index 0");
       return Device::Cpu();
     }
     if (type == "cuda") {
       if (p.index() < 0)
         diagnostics_.Error(codes::kBadDevice,
                            absl::StrCat("negative device index ", p.index()),
-                           {where});
+                           {where()});
       return Device::Cuda(p.index());
     }
     diagnostics_.Error(
         codes::kBadDevice, absl::StrCat("unknown device type '", type, "'"),
-        {where},
+        {where()},
         HintOr(DidYouMeanDevice(type),
                "device types are 'cpu' and 'cuda' (lower case)"));
     return Device::Cpu();
@@ -214,8 +222,8 @@ class MethodImporter {
     building_ = nullptr;
     for (const v1::Arena& a : p.arenas()) {
       Arena arena;
-      arena.device =
-          specs_.ImportDevice(a.device(), absl::StrCat("arena of ", p.name()));
+      arena.device = specs_.ImportDevice(
+          a.device(), [&] { return absl::StrCat("arena of ", p.name()); });
       arena.size = a.size();
       arena.lower_bound = a.lower_bound();
       m.arenas.push_back(arena);
@@ -394,9 +402,13 @@ class MethodImporter {
   // Imports node `i`, appending it to `m` (which holds nodes 0..i-1).
   void ImportNode(const v1::Node& p, int32_t i, Method& m) {
     Node& n = m.nodes.emplace_back();
-    n.name = p.name().empty() ? absl::StrCat("#", i) : p.name();
+    // (Assigned, not built and moved: one copy of the name.)
+    if (p.name().empty())
+      n.name = absl::StrCat("#", i);
+    else
+      n.name = p.name();
     const std::string& name = n.name;
-    n.delegation_tag = p.delegation_tag();
+    if (!p.delegation_tag().empty()) n.delegation_tag = p.delegation_tag();
     if (p.has_source()) {
       n.source = std::make_shared<const SourceLocation>(SourceLocation{
           p.source().file(), p.source().line(), p.source().name()});
@@ -404,7 +416,7 @@ class MethodImporter {
     switch (p.result_case()) {
       case v1::Node::kTensor:
         n.result = ResultKind::kTensor;
-        n.tensor = specs_.Import(p.tensor(), name);
+        specs_.ImportInto(p.tensor(), name, -1, n.tensor);
         break;
       case v1::Node::kTuple:
         n.result = ResultKind::kTuple;
@@ -466,7 +478,7 @@ class MethodImporter {
           n.target = TargetString::Lasting(registered->name);
         else
           n.target = p.call().op();
-        n.schema_text = p.call().schema();
+        if (!p.call().schema().empty()) n.schema_text = p.call().schema();
         n.at_load = p.call().at_load();
         n.args.reserve(p.call().args_size());
         for (const v1::Argument& a : p.call().args())
