@@ -1,4 +1,4 @@
-// Fields most nodes and arguments leave empty, in one pointer each.
+// Node and Argument fields in one pointer each.
 //
 // A Node or Argument carries strings and lists that most programs never
 // set (a delegation tag, a keyword name, an int list). A std::string or
@@ -6,7 +6,10 @@
 // of nodes: RareString and RareVector cost 8 bytes when empty and keep their
 // contents on the heap when set (docs/performance.md, "Memory per node").
 // Both are values: copying one copies its contents. (A spec's given strides
-// work the same way: RareDims, in ir.h beside Dims.)
+// work the same way: RareDims, in ir.h beside Dims.) TargetString, a call's
+// operator name, is set on most nodes but is mostly one of the registry's
+// names, which it points at rather than copies (docs/performance.md, "Tenth
+// round").
 #ifndef FERRY_PASSES_COMPACT_H_
 #define FERRY_PASSES_COMPACT_H_
 
