@@ -25,8 +25,45 @@
 
 namespace ferry {
 
+// What RareString and TargetString share: read through `str()`, they compare
+// and print as the std::string they stand for.
+template <typename Derived>
+class ReadsAsString {
+ public:
+  size_t size() const { return text().size(); }
+  const char* c_str() const { return text().c_str(); }
+
+  friend bool operator==(const Derived& a, const Derived& b) {
+    return a.str() == b.str();
+  }
+  friend bool operator==(const Derived& a, std::string_view b) {
+    return a.str() == b;
+  }
+  friend bool operator==(const Derived& a, const char* b) {
+    return a.str() == b;
+  }
+  friend bool operator==(const Derived& a, const std::string& b) {
+    return a.str() == b;
+  }
+  friend std::ostream& operator<<(std::ostream& out, const Derived& d) {
+    return out << d.str();
+  }
+
+ protected:
+  // The text of an empty one.
+  static const std::string& Empty() {
+    static const std::string* const empty = new std::string();
+    return *empty;
+  }
+
+ private:
+  const std::string& text() const {
+    return static_cast<const Derived&>(*this).str();
+  }
+};
+
 // A string that is usually empty. Reads as a const std::string&.
-class RareString {
+class RareString : public ReadsAsString<RareString> {
  public:
   RareString() = default;
   RareString(std::string s) { assign(std::move(s)); }  // NOLINT: string-like
@@ -49,28 +86,9 @@ class RareString {
   const std::string& str() const { return text_ ? *text_ : Empty(); }
   operator const std::string&() const { return str(); }  // NOLINT
   bool empty() const { return text_ == nullptr; }
-  size_t size() const { return str().size(); }
-  const char* c_str() const { return str().c_str(); }
   void clear() { text_.reset(); }
 
-  friend bool operator==(const RareString& a, const RareString& b) {
-    return a.str() == b.str();
-  }
-  friend bool operator==(const RareString& a, std::string_view b) {
-    return a.str() == b;
-  }
-  friend bool operator==(const RareString& a, const char* b) {
-    return a.str() == b;
-  }
-  friend bool operator==(const RareString& a, const std::string& b) {
-    return a.str() == b;
-  }
-
  private:
-  static const std::string& Empty() {
-    static const std::string* const empty = new std::string();
-    return *empty;
-  }
   void assign(std::string s) {
     if (s.empty())
       text_.reset();
@@ -86,7 +104,7 @@ class RareString {
 // text it keeps on the heap, as RareString does. Reads as a const
 // std::string&. (A call node's target: most calls name a registered
 // operator, and each copy node one of the two copy operators.)
-class TargetString {
+class TargetString : public ReadsAsString<TargetString> {
  public:
   TargetString() = default;
   TargetString(std::string s) { assign(std::move(s)); }  // NOLINT: string-like
@@ -131,27 +149,9 @@ class TargetString {
   operator const std::string&() const { return str(); }  // NOLINT
   operator std::string_view() const { return str(); }    // NOLINT
   bool empty() const { return bits_ == 0; }
-  size_t size() const { return str().size(); }
-  const char* c_str() const { return str().c_str(); }
   void clear() { reset(); }
   // Whether it points at a lasting name rather than owning its text.
   bool lasting() const { return (bits_ & kLasting) != 0; }
-
-  friend bool operator==(const TargetString& a, const TargetString& b) {
-    return a.str() == b.str();
-  }
-  friend bool operator==(const TargetString& a, std::string_view b) {
-    return a.str() == b;
-  }
-  friend bool operator==(const TargetString& a, const char* b) {
-    return a.str() == b;
-  }
-  friend bool operator==(const TargetString& a, const std::string& b) {
-    return a.str() == b;
-  }
-  friend std::ostream& operator<<(std::ostream& out, const TargetString& t) {
-    return out << t.str();
-  }
 
  private:
   // The low bit of a (word-aligned) std::string's address marks a lasting
@@ -159,10 +159,6 @@ class TargetString {
   static constexpr uintptr_t kLasting = 1;
   static_assert(alignof(std::string) > 1);
 
-  static const std::string& Empty() {
-    static const std::string* const empty = new std::string();
-    return *empty;
-  }
   const std::string* text() const {
     return reinterpret_cast<const std::string*>(bits_ & ~kLasting);
   }
