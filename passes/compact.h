@@ -9,10 +9,14 @@
 // work the same way: RareDims, in ir.h beside Dims.) TargetString, a call's
 // operator name, is set on most nodes but is mostly one of the registry's
 // names, which it points at rather than copies (docs/performance.md, "Tenth
-// round").
+// round"). Shared, a call's schema and a node's source location, is a
+// shared immutable value in one pointer rather than std::shared_ptr's two,
+// and counts no references to the registry's schemas (docs/performance.md,
+// "Eleventh round").
 #ifndef FERRY_PASSES_COMPACT_H_
 #define FERRY_PASSES_COMPACT_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -263,6 +267,94 @@ class RareVector {
       items_ = std::make_unique<std::vector<T>>(std::move(v));
   }
   std::unique_ptr<std::vector<T>> items_;  // null when empty
+};
+
+// What Shared<T> needs of its block where T may be incomplete (a Node, whose
+// schema is a forward-declared OpSchema, is copied and destroyed all over):
+// the count, and how to free the block.
+struct SharedCount {
+  static constexpr int64_t kLasting = -1;  // never counted, never freed
+  std::atomic<int64_t> count;
+  void (*free)(SharedCount*);
+};
+
+// A shared pointer to an immutable T in one word: the reference count sits
+// beside the value (std::shared_ptr keeps a second pointer, to a control
+// block). Every node holds two (its schema, its source location), so the
+// word saved is paid for in every pass's walk over the nodes.
+//
+// A value made Lasting lives as long as the process and is never counted:
+// copying or dropping a handle to it writes nothing. The registry's schemas
+// are lasting, so import and copy insertion, which hand the same few schemas
+// to every call, touch no shared count.
+template <typename T>
+class Shared {
+ public:
+  Shared() = default;
+  Shared(std::nullptr_t) {}  // NOLINT: pointer-like
+  template <typename... Args>
+  static Shared Make(Args&&... args) {
+    return Shared(New(1, std::forward<Args>(args)...));
+  }
+  template <typename... Args>
+  static Shared Lasting(Args&&... args) {
+    return Shared(New(SharedCount::kLasting, std::forward<Args>(args)...));
+  }
+
+  Shared(const Shared& other) : block_(other.block_) { Acquire(); }
+  Shared(Shared&& other) noexcept : block_(other.block_) {
+    other.block_ = nullptr;
+  }
+  Shared& operator=(const Shared& other) {
+    Shared(other).swap(*this);
+    return *this;
+  }
+  Shared& operator=(Shared&& other) noexcept {
+    Shared(std::move(other)).swap(*this);
+    return *this;
+  }
+  ~Shared() { Release(); }
+
+  T* get() const {
+    return block_ ? &static_cast<Block*>(block_)->value : nullptr;
+  }
+  T& operator*() const { return *get(); }
+  T* operator->() const { return get(); }
+  explicit operator bool() const { return block_ != nullptr; }
+  void reset() { Shared().swap(*this); }
+  void swap(Shared& other) noexcept { std::swap(block_, other.block_); }
+
+  friend bool operator==(const Shared& a, const Shared& b) {
+    return a.block_ == b.block_;
+  }
+  friend bool operator==(const Shared& a, std::nullptr_t) {
+    return a.block_ == nullptr;
+  }
+
+ private:
+  struct Block : SharedCount {
+    T value;
+  };
+  template <typename... Args>
+  static SharedCount* New(int64_t count, Args&&... args) {
+    return new Block{{{count}, &Free}, T(std::forward<Args>(args)...)};
+  }
+  static void Free(SharedCount* block) { delete static_cast<Block*>(block); }
+
+  explicit Shared(SharedCount* block) : block_(block) {}
+  void Acquire() const {
+    if (block_ &&
+        block_->count.load(std::memory_order_relaxed) != SharedCount::kLasting)
+      block_->count.fetch_add(1, std::memory_order_relaxed);
+  }
+  void Release() {
+    if (block_ &&
+        block_->count.load(std::memory_order_relaxed) !=
+            SharedCount::kLasting &&
+        block_->count.fetch_sub(1, std::memory_order_acq_rel) == 1)
+      block_->free(block_);
+  }
+  SharedCount* block_ = nullptr;
 };
 
 }  // namespace ferry

@@ -335,7 +335,7 @@ struct Node {
   // kCall: the schema text given on the node (may be empty) and the resolved
   // schema (from the node or the registry; null when unknown).
   RareString schema_text;
-  std::shared_ptr<const OpSchema> schema;
+  Shared<const OpSchema> schema;
 
   // kCall / kDelegate arguments; kOutput: the returned values.
   std::vector<Argument> args;
@@ -347,7 +347,7 @@ struct Node {
   // Where the node came from; null when the wire form had no `source`.
   // Shared and immutable: copies of a node (copy insertion, module
   // inlining) share it.
-  std::shared_ptr<const SourceLocation> source;
+  Shared<const SourceLocation> source;
 
   // kGetItem: source node index and element.
   int32_t getitem_source = -1;

@@ -42,16 +42,18 @@ const Registry& BuiltinRegistry() {
         info.family = family.name;
         std::string name = schema->QualifiedName();
         info.name = name;
-        info.schema = std::make_shared<const OpSchema>(*std::move(schema));
+        info.schema = Shared<const OpSchema>::Make(*std::move(schema));
         built->emplace(std::move(name), std::move(info));
       }
     }
     // Each schema points back to its entry (OpSchema::registered), now that
     // the entries have their final addresses.
+    // Never freed, like the registry: a lasting value, which the nodes that
+    // call the operator share without counting.
     for (auto& [name, info] : *built) {
-      auto schema = std::make_shared<OpSchema>(*info.schema);
-      schema->registered = &info;
-      info.schema = std::move(schema);
+      OpSchema schema = *info.schema;
+      schema.registered = &info;
+      info.schema = Shared<const OpSchema>::Lasting(std::move(schema));
     }
     return built;
   }();

@@ -410,7 +410,7 @@ class MethodImporter {
     const std::string& name = n.name;
     if (!p.delegation_tag().empty()) n.delegation_tag = p.delegation_tag();
     if (p.has_source()) {
-      n.source = std::make_shared<const SourceLocation>(SourceLocation{
+      n.source = Shared<const SourceLocation>::Make(SourceLocation{
           p.source().file(), p.source().line(), p.source().name()});
     }
     switch (p.result_case()) {
@@ -563,7 +563,7 @@ class MethodImporter {
             {n.name});
         return;
       }
-      n.schema = std::make_shared<const OpSchema>(*std::move(parsed));
+      n.schema = Shared<const OpSchema>::Make(*std::move(parsed));
       return;
     }
     if (registered != nullptr) {

@@ -16,6 +16,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
+#include "passes/compact.h"
 
 namespace ferry {
 
@@ -147,7 +148,7 @@ struct OpInfo {
   // "aten::add.Tensor"; in the registry, never freed (a call node's target
   // can point at it: TargetString::Lasting).
   std::string name;
-  std::shared_ptr<const OpSchema> schema;
+  Shared<const OpSchema> schema;  // lasting in the registry
   ShapeRule shape_rule = ShapeRule::kNone;
   // The rule itself, from the operator's family file; null: not checked.
   ShapeRuleFn rule = nullptr;

@@ -154,7 +154,7 @@ TEST(WireWriter, EveryFieldAndDefaultIsWrittenAsTheMessageWritesIt) {
   in.tensor.strides = {1, 1ll << 40, -3};
   in.tensor.storage_offset = -7;
   in.tensor.SetDevice(Device::Cuda(0));
-  in.source = std::make_shared<SourceLocation>(
+  in.source = Shared<const SourceLocation>::Make(
       SourceLocation{.file = "m.py", .line = -2, .name = ""});
   Node& param = add("w", NodeKind::kInput);
   param.input_kind = InputKind::kParameter;
@@ -283,7 +283,7 @@ TEST(WireWriter,
     n.result = ResultKind::kTensor;
     n.tensor.dtype = DType::kF32;
     n.tensor.sizes = Dims(length % 300, 1);  // a packed list of that many
-    n.source = std::make_shared<SourceLocation>(SourceLocation{
+    n.source = Shared<const SourceLocation>::Make(SourceLocation{
         .file = std::string(length, 'f'), .line = 1, .name = "m"});
   }
   // A method of empty nodes: less than a byte each, where the writer

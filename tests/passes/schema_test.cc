@@ -354,7 +354,7 @@ TEST(RegistryTest, RegisteredOpIsTheLookupOfTheTarget) {
   ASSERT_TRUE(own.ok());
   EXPECT_EQ(own->registered, nullptr);
   call.schema_text = "aten::relu(Tensor self) -> Tensor";
-  call.schema = std::make_shared<const OpSchema>(*own);
+  call.schema = Shared<const OpSchema>::Make(*own);
   EXPECT_EQ(RegisteredOp(call), relu);
   call.target = "custom::relu";
   EXPECT_EQ(RegisteredOp(call), nullptr);

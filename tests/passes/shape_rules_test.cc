@@ -778,7 +778,7 @@ TEST(InferResultSpecsTest, UnimplementedWithoutARuleOrForSymbolicValues) {
   ValueId x = g.F32({2, 3});
   ValueId n = g.IntScalar();
   OpInfo custom;
-  custom.schema = std::make_shared<const OpSchema>(
+  custom.schema = Shared<const OpSchema>::Make(
       *ParseSchema("custom::scale_(Tensor(a!) self, float s) -> Tensor(a!)"));
   Node call;
   call.kind = NodeKind::kCall;
