@@ -61,6 +61,8 @@ struct Flags {
   bool cache = false;
   int server_workers = 0;  // in-process server; 0: hardware threads
   int server_pid = 0;
+  // In-process server's --keep-freed-bytes; -1: its default.
+  int64_t server_keep_freed_bytes = -1;
 };
 
 void Usage() {
@@ -69,7 +71,8 @@ void Usage() {
       "[--mode service|inprocess|both|paired|floor]\n"
       "                     [--concurrency N] [--requests N] [--warmup N]\n"
       "                     [--nodes N] [--ops-per-partition N] [--cache]\n"
-      "                     [--server-workers N] [--server-pid PID]\n",
+      "                     [--server-workers N] [--server-pid PID]\n"
+      "                     [--server-keep-freed-bytes N]\n",
       stderr);
 }
 
@@ -104,6 +107,8 @@ bool ParseFlags(int argc, char** argv, Flags* flags) {
       flags->server_workers = std::atoi(value.c_str());
     else if (arg == "--server-pid")
       flags->server_pid = std::atoi(value.c_str());
+    else if (arg == "--server-keep-freed-bytes")
+      flags->server_keep_freed_bytes = std::atoll(value.c_str());
     else
       return false;
   }
@@ -370,6 +375,8 @@ int main(int argc, char** argv) {
     config.queue_depth = std::max(64, flags.concurrency * 2);
     config.max_message_bytes = int64_t{512} << 20;
     config.max_nodes = 10'000'000;
+    if (flags.server_keep_freed_bytes >= 0)
+      config.keep_freed_bytes = flags.server_keep_freed_bytes;
     config.default_deadline = std::chrono::minutes(10);
     config.max_deadline = std::chrono::minutes(10);
     ferry::ServerHooks hooks;

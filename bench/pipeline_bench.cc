@@ -9,9 +9,19 @@
 // around them (parse; write: the wire form straight from the IR, which it
 // frees as it goes; teardown: freeing the request and the response); the
 // memory plan's size over its lower bound (summed over arenas).
+//
+//   build/bin/ferry_pipeline_bench --keep-freed-memory ...
+//
+// keeps freed memory for the next iteration as ferryd does by default
+// (server/allocator.h, KeepFreedMemory; ferryd's --keep-freed-bytes):
+// without it, jemalloc gives large allocations back as soon as they are
+// freed and every iteration faults its pages in afresh, as a process that
+// lowers once does.
 #include <benchmark/benchmark.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <utility>
@@ -23,6 +33,7 @@
 #include "passes/pipeline.h"
 #include "passes/proto_io.h"
 #include "passes/wire_writer.h"
+#include "server/allocator.h"
 
 namespace ferry {
 namespace {
@@ -172,4 +183,24 @@ BENCHMARK(BM_ProtobufFloor)
 }  // namespace
 }  // namespace ferry
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  // --keep-freed-memory is this program's; the rest are Google Benchmark's.
+  int kept = 1;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--keep-freed-memory") == 0) {
+      if (!ferry::KeepFreedMemory()) {
+        std::fputs("--keep-freed-memory: the allocator is not jemalloc\n",
+                   stderr);
+        return 2;
+      }
+    } else {
+      argv[kept++] = argv[i];
+    }
+  }
+  argc = kept;
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,6 +1,9 @@
 #include "server/allocator.h"
 
+#include <sys/types.h>
+
 #include <cstddef>
+#include <string>
 
 // jemalloc's control interface; weak, so that a binary linked without
 // jemalloc (the sanitizer builds, libferry_server in another program) sees
@@ -11,10 +14,53 @@ extern "C" int mallctl(const char* name, void* old_value, size_t* old_length,
 
 namespace ferry {
 
+namespace {
+
+// jemalloc's name for every arena at once (MALLCTL_ARENAS_ALL).
+constexpr char kAllArenas[] = "4096";
+
+}  // namespace
+
 void ReleaseFreedMemory() {
   if (mallctl == nullptr) return;
-  // 4096 is MALLCTL_ARENAS_ALL: every arena.
-  mallctl("arena.4096.purge", nullptr, nullptr, nullptr, 0);
+  const std::string purge = std::string("arena.") + kAllArenas + ".purge";
+  mallctl(purge.c_str(), nullptr, nullptr, nullptr, 0);
+}
+
+bool KeepFreedMemory() {
+  if (mallctl == nullptr) return false;
+  ssize_t never = -1;
+  // The default for arenas made from now on, jemalloc's oversize arena
+  // among them (which otherwise decays at once), then each arena there is.
+  if (mallctl("arenas.dirty_decay_ms", nullptr, nullptr, &never,
+              sizeof(never)) != 0)
+    return false;
+  unsigned arenas = 0;
+  size_t length = sizeof(arenas);
+  if (mallctl("arenas.narenas", &arenas, &length, nullptr, 0) != 0)
+    return false;
+  for (unsigned i = 0; i < arenas; ++i) {
+    // An arena not made yet answers with an error; it will take the default.
+    const std::string name = "arena." + std::to_string(i) + ".dirty_decay_ms";
+    mallctl(name.c_str(), nullptr, nullptr, &never, sizeof(never));
+  }
+  return true;
+}
+
+int64_t FreedMemoryHeld() {
+  if (mallctl == nullptr) return 0;
+  uint64_t epoch = 1;
+  size_t length = sizeof(epoch);
+  if (mallctl("epoch", &epoch, &length, &epoch, length) != 0) return 0;
+  size_t pages = 0;
+  length = sizeof(pages);
+  const std::string dirty =
+      std::string("stats.arenas.") + kAllArenas + ".pdirty";
+  if (mallctl(dirty.c_str(), &pages, &length, nullptr, 0) != 0) return 0;
+  size_t page = 0;
+  length = sizeof(page);
+  if (mallctl("arenas.page", &page, &length, nullptr, 0) != 0) return 0;
+  return static_cast<int64_t>(pages) * static_cast<int64_t>(page);
 }
 
 }  // namespace ferry

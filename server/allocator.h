@@ -2,6 +2,8 @@
 #ifndef FERRY_SERVER_ALLOCATOR_H_
 #define FERRY_SERVER_ALLOCATOR_H_
 
+#include <cstdint>
+
 namespace ferry {
 
 // Returns the pages of memory already freed to the operating system.
@@ -13,6 +15,22 @@ namespace ferry {
 // under any other allocator. Costs a system call per dirty extent: for
 // large jobs only.
 void ReleaseFreedMemory();
+
+// From now on, jemalloc keeps every freed page for reuse until
+// ReleaseFreedMemory gives them back: its decay timers are turned off, for
+// the arenas there are and those made later. (By default jemalloc gives
+// back allocations of 8 MiB and more, such as a large program's node array,
+// as soon as they are freed, so the next job faults every page in afresh;
+// on hosts where a fresh page costs microseconds that is most of a large
+// lowering: docs/performance.md, "Eleventh round".) The caller bounds what
+// is kept, with FreedMemoryHeld. False, and nothing changed, under any
+// other allocator.
+bool KeepFreedMemory();
+
+// Bytes of freed pages the allocator holds resident for reuse (jemalloc's
+// dirty pages, every arena); 0 under any other allocator. Refreshes
+// jemalloc's statistics: tens of microseconds.
+int64_t FreedMemoryHeld();
 
 }  // namespace ferry
 

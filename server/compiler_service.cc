@@ -35,9 +35,15 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 // A job of at least this many nodes gives freed pages back to the system
-// (ReleaseFreedMemory) each time it drops one form of the program: its
+// (GiveBackFreedMemory) each time it drops one form of the program: its
 // forms are tens of MB then, and the call costs microseconds.
 constexpr int64_t kReleaseMemoryFromNodes = 10'000;
+
+// While freed memory is kept, how often a thread of its own looks at what
+// is kept (a statistics refresh, ~20 us) and gives it back when it is over
+// the bound: what calls free after their job (their request, the response
+// once sent) is caught within this.
+constexpr auto kTrimEvery = std::chrono::seconds(1);
 
 double MillisBetween(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double, std::milli>(to - from).count();
@@ -604,7 +610,10 @@ CompilerService::CompilerService(ServiceOptions options,
       metrics_(metrics),
       logger_(logger),
       memory_(options_.max_memory_bytes),
-      cache_(options_.cache_bytes, &memory_) {
+      cache_(options_.cache_bytes, &memory_),
+      keeping_freed_(options_.keep_freed_bytes > 0 && KeepFreedMemory()) {
+  if (keeping_freed_)
+    trimmer_ = std::thread([this] { TrimFreedMemoryEverySecond(); });
   if (!options_.redis.address.empty()) {
     redis_ = std::make_unique<RedisStore>(options_.redis, logger_);
     shared_cache_ = std::make_unique<SharedResultCache>(
@@ -619,7 +628,16 @@ CompilerService::CompilerService(ServiceOptions options,
   }
 }
 
-CompilerService::~CompilerService() = default;
+CompilerService::~CompilerService() {
+  if (trimmer_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(trim_mutex_);
+      stopping_ = true;
+    }
+    trim_stop_.notify_all();
+    trimmer_.join();
+  }
+}
 
 void CompilerService::StartDraining() { draining_.store(true); }
 void CompilerService::AbortInFlight() {
@@ -720,6 +738,17 @@ bool CompilerService::Submit(Call* call, std::function<void()> job) {
       return false;
   }
   return false;
+}
+
+void CompilerService::GiveBackFreedMemory() {
+  if (!keeping_freed_ || FreedMemoryHeld() > options_.keep_freed_bytes)
+    ReleaseFreedMemory();
+}
+
+void CompilerService::TrimFreedMemoryEverySecond() {
+  std::unique_lock<std::mutex> lock(trim_mutex_);
+  while (!trim_stop_.wait_for(lock, kTrimEvery, [this] { return stopping_; }))
+    if (FreedMemoryHeld() > options_.keep_freed_bytes) ReleaseFreedMemory();
 }
 
 std::optional<MemoryBudget::Charge> CompilerService::ReserveShedding(
@@ -1011,18 +1040,18 @@ void CompilerService::RunLowerFlight(LowerFlight& flight) {
   ResultCache::Wire wire;   // the whole response, when it lowered
   {
     // The request is freed as soon as the pipeline has read it.
-    auto release_request = [&flight, first, large] {
+    auto release_request = [this, &flight, first, large] {
       if (flight.request == nullptr) return;
       flight.request = nullptr;
       first->ReleaseRequest();
-      if (large) ReleaseFreedMemory();
+      if (large) GiveBackFreedMemory();
     };
     absl::StatusOr<LowerResult> result = ferry::Lower(
         *flight.request, keep_going, options_.limits,
         DeclaredBackendOperators(), Fetcher(), {}, progress, release_request);
     RecordJobTime(Clock::now() - start);
-    release_request();                // if the pipeline stopped before it
-    if (large) ReleaseFreedMemory();  // and what the passes freed
+    release_request();                 // if the pipeline stopped before it
+    if (large) GiveBackFreedMemory();  // and what the passes freed
     if (!result.ok()) {
       grpc::Status status =
           result.status().code() == absl::StatusCode::kCancelled
@@ -1049,7 +1078,7 @@ void CompilerService::RunLowerFlight(LowerFlight& flight) {
       wire = std::make_shared<const std::string>(*std::move(bytes));
     }
   }  // the IR goes here
-  if (large) ReleaseFreedMemory();
+  if (large) GiveBackFreedMemory();
   RecordPasses(built.stats());
   const int64_t response_bytes =
       wire != nullptr ? static_cast<int64_t>(wire->size())

@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -22,6 +23,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/string_view.h"
@@ -56,6 +58,13 @@ struct ServiceOptions {
   // finish.
   int64_t max_memory_bytes = 0;
   std::chrono::milliseconds memory_wait{std::chrono::seconds(10)};
+  // Freed memory kept for the next jobs (allocator.h, KeepFreedMemory): the
+  // pages a job frees are reused by the next rather than given back and
+  // faulted in again, up to this many bytes. Beyond it they are given back
+  // where a large job drops a form of its program, and by a thread that
+  // looks once a second. 0: jemalloc's own timers decide, and a large job
+  // gives back all it freed.
+  int64_t keep_freed_bytes = 0;
   // The shared cache tier (shared_cache.h) and blob store (blob_store.h):
   // Redis at redis.address when set, blobs otherwise in blob_dir.
   RedisOptions redis;
@@ -222,6 +231,12 @@ class CompilerService final : public v1::Compiler::WithRawCallbackMethod_Lower<
   std::chrono::milliseconds EstimatedRetryDelay() const;
   void RecordJobTime(std::chrono::steady_clock::duration elapsed);
   void RecordPasses(const v1::LowerStats& stats);
+  // Where a job has dropped a large form of its program: gives the freed
+  // pages back, or, while keeping them, only those beyond keep_freed_bytes.
+  void GiveBackFreedMemory();
+  // While keeping: gives back what is kept beyond the bound, every second,
+  // until the service is destroyed (trimmer_).
+  void TrimFreedMemoryEverySecond();
 
   const ServiceOptions options_;
   BoundedExecutor& executor_;
@@ -235,6 +250,13 @@ class CompilerService final : public v1::Compiler::WithRawCallbackMethod_Lower<
   std::atomic<int> open_uploads_{0};  // UploadBlob streams not yet done
   std::atomic<bool> draining_{false};
   std::atomic<bool> aborting_{false};
+  // Whether freed memory is kept (options_.keep_freed_bytes, and jemalloc).
+  // KeepFreedMemory is process-wide: one service per process keeps it.
+  const bool keeping_freed_;
+  std::mutex trim_mutex_;
+  std::condition_variable trim_stop_;
+  bool stopping_ = false;  // guarded by trim_mutex_
+  std::thread trimmer_;    // while keeping_freed_
   // Parent of every call's CancelToken; AbortInFlight cancels it, so work
   // inside a long step stops too (runtime/cancel.h).
   CancelToken drain_token_;

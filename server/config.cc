@@ -125,6 +125,11 @@ void AddConfigKeys(CLI::App& app, ServerConfig& config) {
       "memory budget for running requests and the cache; beyond it calls "
       "are refused with RetryInfo; 0: none (3GiB)",
       ByteSize(config.max_memory_bytes, 0));
+  Key(app, "keep-freed-bytes", "BYTES",
+      "freed memory kept for the next jobs instead of being given back to "
+      "the system and faulted in again, at most --max-memory-bytes; 0: give "
+      "it back (512MiB)",
+      ByteSize(config.keep_freed_bytes, 0));
   Key(app, "memory-wait", "DURATION",
       "how long a job waits for the memory budget before RESOURCE_EXHAUSTED "
       "(10s)",

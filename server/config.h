@@ -57,6 +57,9 @@ struct ServerConfig {
   // How long a job whose memory estimate does not fit waits for running
   // jobs before RESOURCE_EXHAUSTED.
   std::chrono::milliseconds memory_wait{std::chrono::seconds(10)};
+  // Freed memory kept resident for the next jobs rather than given back to
+  // the system (ServiceOptions::keep_freed_bytes); 0: give it back.
+  int64_t keep_freed_bytes = int64_t{512} << 20;
   // How long in-flight work may take to finish after SIGTERM.
   std::chrono::milliseconds drain_grace{std::chrono::seconds(20)};
   // The shared cache tier and blob store: Redis at HOST:PORT or unix:PATH;

@@ -172,6 +172,10 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(
   options.limits.max_expansion = config.max_expansion;
   options.max_memory_bytes = config.max_memory_bytes;
   options.memory_wait = config.memory_wait;
+  options.keep_freed_bytes =
+      config.max_memory_bytes > 0
+          ? std::min(config.keep_freed_bytes, config.max_memory_bytes)
+          : config.keep_freed_bytes;
   options.redis.address = config.cache_redis;
   options.redis.timeout = config.cache_redis_timeout;
   options.result_ttl =

@@ -640,6 +640,10 @@ TEST(ManifestTest, CacheTierRebalancingAndAdmissionFitTogether) {
         Quantity(Str(container, "resources.limits.memory"));
     EXPECT_GE(pod_limit - config.max_memory_bytes, int64_t{512} << 20)
         << "the pod's memory limit leaves too little above the budget";
+    // Freed memory ferryd keeps for its next jobs is resident too.
+    EXPECT_GE(pod_limit - config.max_memory_bytes - config.keep_freed_bytes,
+              int64_t{256} << 20)
+        << "the budget and the freed memory kept leave too little room";
   }
 
   // The HPA scales on the queue, not CPU only.

@@ -530,5 +530,19 @@ TEST(ConfigTest, ResourceLimitsAndTheMemoryBudget) {
   EXPECT_TRUE(ValidateConfig(config).ok());
 }
 
+TEST(ConfigTest, FreedMemoryKeptForTheNextJobs) {
+  absl::StatusOr<CommandLine> defaults = ParseCommandLine({});
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_EQ(defaults->config.keep_freed_bytes, int64_t{512} << 20);
+  absl::StatusOr<CommandLine> parsed =
+      ParseCommandLine({"--keep-freed-bytes=64MiB"});
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->config.keep_freed_bytes, int64_t{64} << 20);
+  parsed = ParseCommandLine({"--keep-freed-bytes", "0"});
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->config.keep_freed_bytes, 0);
+  EXPECT_FALSE(ParseCommandLine({"--keep-freed-bytes=-1"}).ok());
+}
+
 }  // namespace
 }  // namespace ferry
