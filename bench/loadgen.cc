@@ -20,7 +20,8 @@
 // (request serialized and parsed, response serialized and parsed) and
 // reports the service's ratio to that.
 // --server-pid samples that process's resident memory (VmRSS) through the
-// run, to check that a server does not grow.
+// run, to check that a server does not grow. --server-keep-freed-bytes sets
+// the in-process server's --keep-freed-bytes (0: freed memory given back).
 // --mode=floor measures memory instead: the peak growth of this process's
 // resident memory (VmHWM, reset through /proc/self/clear_refs) while it
 // only parses the request's bytes, then builds the response message (by
