@@ -14,17 +14,11 @@ extern "C" int mallctl(const char* name, void* old_value, size_t* old_length,
 
 namespace ferry {
 
-namespace {
-
-// jemalloc's name for every arena at once (MALLCTL_ARENAS_ALL).
-constexpr char kAllArenas[] = "4096";
-
-}  // namespace
+// In the names below, arena 4096 is MALLCTL_ARENAS_ALL: every arena.
 
 void ReleaseFreedMemory() {
   if (mallctl == nullptr) return;
-  const std::string purge = std::string("arena.") + kAllArenas + ".purge";
-  mallctl(purge.c_str(), nullptr, nullptr, nullptr, 0);
+  mallctl("arena.4096.purge", nullptr, nullptr, nullptr, 0);
 }
 
 bool KeepFreedMemory() {
@@ -54,9 +48,8 @@ int64_t FreedMemoryHeld() {
   if (mallctl("epoch", &epoch, &length, &epoch, length) != 0) return 0;
   size_t pages = 0;
   length = sizeof(pages);
-  const std::string dirty =
-      std::string("stats.arenas.") + kAllArenas + ".pdirty";
-  if (mallctl(dirty.c_str(), &pages, &length, nullptr, 0) != 0) return 0;
+  if (mallctl("stats.arenas.4096.pdirty", &pages, &length, nullptr, 0) != 0)
+    return 0;
   size_t page = 0;
   length = sizeof(page);
   if (mallctl("arenas.page", &page, &length, nullptr, 0) != 0) return 0;
