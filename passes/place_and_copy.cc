@@ -680,9 +680,10 @@ class CoherenceWalk {
 // after its source. Every token's place is found first; then the nodes move
 // back to front to theirs (a node's place is at or after its index, so it
 // lands on a slot already vacated), labelled and with their operands
-// renumbered on the way (one visit per node), and the copies are made in the
-// slots left between them, front to back (a copy's source, which may be a
-// copy, comes before it). Nodes before the first copy do not move at all.
+// renumbered on the way, and each node's copies are made beside it in the
+// same visit, while it and their sources are in cache: a copy's spec is its
+// source node's, which is the node at hand (a D2H) or one before it, not yet
+// moved (an H2D). Nodes before the first copy do not move at all.
 //
 //   nodes [x, D1, ...], copies [x_to_cuda0 before D1]
 //   ==> [x, x_to_cuda0, D1, ...]; D1's results labelled cuda:0
@@ -700,50 +701,47 @@ class Assemble {
     h2d_op_ = LookupOp(kH2DCopyOp);
     d2h_op_ = LookupOp(kD2HCopyOp);
     FERRY_RET_CHECK(h2d_op_ != nullptr && d2h_op_ != nullptr);  // registered
-    std::vector<PlannedCopy>& copies = walked.copies;
+    const std::vector<PlannedCopy>& copies = walked.copies;
     const int32_t count = static_cast<int32_t>(copies.size());
-    // The H2Ds in the order made, which is their readers' order; the D2Hs
-    // grouped by source node (a counting sort, stable).
-    std::vector<int32_t> h2ds;
-    std::vector<int32_t> d2h_start(n + 1, 0);
-    for (int32_t c = 0; c < count; ++c) {
-      FERRY_RET_CHECK(copies[c].anchor >= 0 && copies[c].anchor < n);
-      if (copies[c].to_host) {
-        ++d2h_start[copies[c].anchor + 1];
-      } else {
-        FERRY_RET_CHECK(h2ds.empty() ||
-                        copies[h2ds.back()].anchor <= copies[c].anchor);
-        h2ds.push_back(c);
-      }
+    // Each node's H2Ds and D2Hs, grouped by anchor in the order made (a
+    // counting sort, stable): h2ds[h2d_start[i] .. h2d_start[i + 1]) go
+    // right before node i, d2hs[d2h_start[i] .. d2h_start[i + 1]) right
+    // after it.
+    std::vector<int32_t> h2d_start(n + 1, 0), d2h_start(n + 1, 0);
+    for (const PlannedCopy& c : copies) {
+      FERRY_RET_CHECK(c.anchor >= 0 && c.anchor < n);
+      ++(c.to_host ? d2h_start : h2d_start)[c.anchor + 1];
     }
-    for (int32_t i = 0; i < n; ++i) d2h_start[i + 1] += d2h_start[i];
-    std::vector<int32_t> d2hs(d2h_start[n]);
+    for (int32_t i = 0; i < n; ++i) {
+      h2d_start[i + 1] += h2d_start[i];
+      d2h_start[i + 1] += d2h_start[i];
+    }
+    std::vector<int32_t> h2ds(h2d_start[n]), d2hs(d2h_start[n]);
     {
-      std::vector<int32_t> next(d2h_start.begin(), d2h_start.end() - 1);
-      for (int32_t c = 0; c < count; ++c)
-        if (copies[c].to_host) d2hs[next[copies[c].anchor]++] = c;
+      std::vector<int32_t> next_h2d(h2d_start.begin(), h2d_start.end() - 1);
+      std::vector<int32_t> next_d2h(d2h_start.begin(), d2h_start.end() - 1);
+      for (int32_t c = 0; c < count; ++c) {
+        if (copies[c].to_host)
+          d2hs[next_d2h[copies[c].anchor]++] = c;
+        else
+          h2ds[next_h2d[copies[c].anchor]++] = c;
+      }
     }
 
-    // Every token's place, and the copies in the order of their places.
+    // Every token's place: before node i come the nodes before it, every
+    // H2D up to its own and every D2H of the nodes before it.
     final_index_.assign(n + count, -1);
-    std::vector<int32_t> copy_order;
-    copy_order.reserve(count);
-    int32_t place = 0;
-    size_t next_h2d = 0;
     for (int32_t i = 0; i < n; ++i) {
-      for (; next_h2d < h2ds.size() && copies[h2ds[next_h2d]].anchor == i;
-           ++next_h2d) {
-        copy_order.push_back(h2ds[next_h2d]);
-        final_index_[n + h2ds[next_h2d]] = place++;
-      }
-      final_index_[i] = place++;
-      for (int32_t k = d2h_start[i]; k < d2h_start[i + 1]; ++k) {
-        copy_order.push_back(d2hs[k]);
-        final_index_[n + d2hs[k]] = place++;
-      }
+      const int32_t at = i + h2d_start[i + 1] + d2h_start[i];
+      final_index_[i] = at;
+      for (int32_t k = h2d_start[i]; k < h2d_start[i + 1]; ++k)
+        final_index_[n + h2ds[k]] = at - (h2d_start[i + 1] - k);
+      for (int32_t k = d2h_start[i]; k < d2h_start[i + 1]; ++k)
+        final_index_[n + d2hs[k]] = at + 1 + (k - d2h_start[i]);
     }
-    // Every copy has exactly one place.
-    FERRY_RET_CHECK(place == n + count);
+    // The last node and its D2Hs end the array.
+    FERRY_RET_CHECK(final_index_[n - 1] + d2h_start[n] - d2h_start[n - 1] ==
+                    n + count - 1);
 
     // Room for the copies: the importer and the passes that rebuild a
     // method's nodes leave it (ReserveNodes), so the array does not usually
@@ -756,12 +754,17 @@ class Assemble {
       if (to != i) MoveInto(nodes[to], nodes[i]);
       if (absl::Status renumbered = Renumber(nodes[to], to); !renumbered.ok())
         return renumbered;
+      for (const std::vector<int32_t>* group : {&d2hs, &h2ds}) {
+        const std::vector<int32_t>& starts =
+            group == &d2hs ? d2h_start : h2d_start;
+        for (int32_t k = starts[i]; k < starts[i + 1]; ++k) {
+          const int32_t c = (*group)[k];
+          if (absl::Status placed = PlaceCopy(copies, c, walked.names[c], i, n);
+              !placed.ok())
+            return placed;
+        }
+      }
     }
-    for (int32_t c : copy_order)
-      if (absl::Status placed =
-              PlaceCopy(copies[c], walked.names[c], final_index_[n + c]);
-          !placed.ok())
-        return placed;
     return absl::OkStatus();
   }
 
@@ -799,14 +802,28 @@ class Assemble {
     return absl::OkStatus();
   }
 
-  // The node of copy `planned`, made at `at`: its source's spec (the source
-  // already in its place) on its device.
-  absl::Status PlaceCopy(const PlannedCopy& planned, std::string& name,
-                         int32_t at) {
+  // Makes copy `c` in its place, beside node `i` (its anchor, placed): the
+  // spec of its source on its device. A copy's source is a node or an
+  // earlier copy; followed back to a node, that is node `i` (a D2H's) or
+  // one before it, which has not moved yet (an H2D's).
+  absl::Status PlaceCopy(const std::vector<PlannedCopy>& copies, int32_t c,
+                         std::string& name, int32_t i, int32_t n) {
+    const PlannedCopy& planned = copies[c];
+    const int32_t at = final_index_[n + c];
     const int32_t source = final_index_[planned.source.node];
     FERRY_RET_CHECK(source >= 0 && source < at);  // placed before the copy
+    ValueId origin = planned.source;
+    for (int32_t reader = c; origin.node >= n;) {
+      const int32_t k = origin.node - n;
+      FERRY_RET_CHECK(k < reader);  // made before the copy that reads it
+      reader = k;
+      origin = copies[k].source;
+    }
+    FERRY_RET_CHECK(origin.node >= 0 && origin.node <= i);
+    const Node& original =
+        method_.nodes[origin.node == i ? final_index_[i] : origin.node];
     // The walk copies tensors only.
-    const TensorSpec* spec = method_.nodes[source].Spec(planned.source.element);
+    const TensorSpec* spec = original.Spec(origin.element);
     FERRY_RET_CHECK(spec != nullptr);
     const OpInfo* op = planned.to_host ? d2h_op_ : h2d_op_;
     // Made in its slot (a node made by `resize` or moved from).

@@ -194,7 +194,14 @@ class MethodImporter {
     names_are_plain_ = true;
     // Names first, so a reference to a later node is reported as a forward
     // reference (a cycle or a wrong order) rather than as dangling.
-    for (int i = 0; i < p.nodes_size(); ++i) {
+    const int size = p.nodes_size();
+    for (int i = 0; i < size; ++i) {
+      // The parsed nodes and their names are objects of their own on the
+      // request's arena, reached through pointers that the hardware does
+      // not prefetch: ask for them ahead (a node message 16 nodes on, the
+      // name of the one 8 on, whose message is in cache by then).
+      if (i + 16 < size) __builtin_prefetch(&p.nodes(i + 16));
+      if (i + 8 < size) __builtin_prefetch(&p.nodes(i + 8).name());
       const std::string& name = p.nodes(i).name();
       if (name.empty()) {
         names_are_plain_ = false;
@@ -216,9 +223,9 @@ class MethodImporter {
     // Each node is made as it is imported (not all made first and then
     // filled): one write of its memory rather than two, which shows on
     // methods too large for the caches.
-    ReserveNodes(m.nodes, p.nodes_size());
+    ReserveNodes(m.nodes, size);
     building_ = &m;
-    for (int i = 0; i < p.nodes_size(); ++i) ImportNode(p.nodes(i), i, m);
+    for (int i = 0; i < size; ++i) ImportNode(p.nodes(i), i, m);
     building_ = nullptr;
     for (const v1::Arena& a : p.arenas()) {
       Arena arena;
