@@ -754,16 +754,20 @@ class Assemble {
       if (to != i) MoveInto(nodes[to], nodes[i]);
       if (absl::Status renumbered = Renumber(nodes[to], to); !renumbered.ok())
         return renumbered;
-      for (const std::vector<int32_t>* group : {&d2hs, &h2ds}) {
-        const std::vector<int32_t>& starts =
-            group == &d2hs ? d2h_start : h2d_start;
-        for (int32_t k = starts[i]; k < starts[i + 1]; ++k) {
-          const int32_t c = (*group)[k];
-          if (absl::Status placed = PlaceCopy(copies, c, walked.names[c], i, n);
+      // Its copies: group[start[i] .. start[i + 1]).
+      auto place = [&](const std::vector<int32_t>& group,
+                       const std::vector<int32_t>& start) {
+        for (int32_t k = start[i]; k < start[i + 1]; ++k)
+          if (absl::Status placed =
+                  PlaceCopy(copies, group[k], walked.names[group[k]], i, n);
               !placed.ok())
             return placed;
-        }
-      }
+        return absl::OkStatus();
+      };
+      if (absl::Status placed = place(d2hs, d2h_start); !placed.ok())
+        return placed;
+      if (absl::Status placed = place(h2ds, h2d_start); !placed.ok())
+        return placed;
     }
     return absl::OkStatus();
   }

@@ -55,7 +55,6 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -1138,17 +1137,6 @@ void CheckModule(const LoweredModule& module, bool called,
 
 // Whether any graph of the program has a delegate calling `id`.
 // The ids of the modules some delegate calls.
-std::unordered_set<std::string> CalledModules(const Program& program) {
-  std::unordered_set<std::string> called;
-  auto collect = [&](const Method& graph) {
-    for (const Node& node : graph.nodes)
-      if (node.kind == NodeKind::kDelegate) called.insert(node.target);
-  };
-  for (const Method& method : program.methods) collect(method);
-  for (const LoweredModule& module : program.modules) collect(module.graph);
-  return called;
-}
-
 // --- The module call graph
 // ----------------------------------------------------------
 
@@ -1180,14 +1168,19 @@ class ModuleCallGraph {
       : program_(program), diagnostics_(diagnostics) {
     const int32_t count = static_cast<int32_t>(program.modules.size());
     std::unordered_map<std::string_view, int32_t> by_id;
-    for (int32_t m = 0; m < count; ++m) by_id.emplace(program.modules[m].id, m);
+    first_with_id_.resize(count);
+    for (int32_t m = 0; m < count; ++m)
+      first_with_id_[m] = by_id.emplace(program.modules[m].id, m).first->second;
+    called_.assign(count, 0);
     calls_.resize(count);
     for (int32_t m = 0; m < count; ++m) {
       const Method& graph = program.modules[m].graph;
       for (int32_t i = 0; i < static_cast<int32_t>(graph.nodes.size()); ++i) {
         if (graph.nodes[i].kind != NodeKind::kDelegate) continue;
         auto it = by_id.find(graph.nodes[i].target);
-        if (it != by_id.end()) calls_[m].push_back(Call{i, it->second});
+        if (it == by_id.end()) continue;
+        calls_[m].push_back(Call{i, it->second});
+        called_[it->second] = 1;
       }
     }
     method_calls_.resize(program.methods.size());
@@ -1195,10 +1188,16 @@ class ModuleCallGraph {
       for (const Node& node : program.methods[k].nodes) {
         if (node.kind != NodeKind::kDelegate) continue;
         auto it = by_id.find(node.target);
-        if (it != by_id.end()) method_calls_[k].push_back(it->second);
+        if (it == by_id.end()) continue;
+        method_calls_[k].push_back(it->second);
+        called_[it->second] = 1;
       }
     }
   }
+
+  // Whether a delegate, in a method or a module's graph, calls module `m`'s
+  // id (which names the first module with that id).
+  bool IsCalled(int32_t m) const { return called_[first_with_id_[m]]; }
 
   void Check() {
     if (!CheckAcyclic()) return;  // heights and sizes need an order
@@ -1362,6 +1361,8 @@ class ModuleCallGraph {
   Diagnostics& diagnostics_;
   std::vector<std::vector<Call>> calls_;            // per module, node order
   std::vector<std::vector<int32_t>> method_calls_;  // per method
+  std::vector<int32_t> first_with_id_;  // per module: first with its id
+  std::vector<char> called_;            // per module: a delegate calls it
   std::vector<int32_t> postorder_;
   std::vector<int32_t> height_;
   std::vector<int32_t> deepest_callee_;
@@ -1379,13 +1380,16 @@ bool ValidateProgram(const Program& program, Diagnostics& diagnostics) {
     diagnostics.SetMethod(method.name);
     GraphValidator(index, method, diagnostics).Run();
   }
-  const std::unordered_set<std::string> called = CalledModules(program);
-  for (const LoweredModule& module : program.modules) {
+  // Which modules are called is read from the call graph's one walk; its
+  // checks run after the modules' own, as their reports come after.
+  ModuleCallGraph calls(program, diagnostics);
+  for (int32_t m = 0; m < static_cast<int32_t>(program.modules.size()); ++m) {
+    const LoweredModule& module = program.modules[m];
     diagnostics.SetMethod(absl::StrCat("module:", module.id));
-    CheckModule(module, called.count(module.id) > 0, diagnostics);
+    CheckModule(module, calls.IsCalled(m), diagnostics);
     GraphValidator(index, module.graph, diagnostics, &module).Run();
   }
-  ModuleCallGraph(program, diagnostics).Check();
+  calls.Check();
   diagnostics.SetMethod("");
   return diagnostics.error_count() == errors_before;
 }

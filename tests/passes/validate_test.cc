@@ -1061,6 +1061,15 @@ TEST(ValidateTest, NestedDelegatesRunOnTheirParentsDevice) {
   EXPECT_EQ(from_host.code, codes::kNestedDelegateDevice);
 }
 
+// A module called only from another module's graph is a called module: its
+// invalid target device is reported once, at the delegate that calls it.
+TEST(ValidateTest, AModuleCalledFromAModuleIsReportedAtItsCaller) {
+  Diagnostic d = Only(ValidateText(NestedDelegate("", "tpu:0")));
+  EXPECT_EQ(d.code, codes::kBadTargetDevice);
+  EXPECT_EQ(d.method, "module:outer");
+  EXPECT_EQ(FirstNode(d), "call_inner");
+}
+
 TEST(ValidateTest, DeviceModulesHoldNoHostDeviceCopies) {
   const std::string copy =
       "nodes { name: 'c' call { op: 'et_copy::_d2h_copy' args { value: 'a' } "
