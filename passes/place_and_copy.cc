@@ -309,16 +309,19 @@ class CoherenceWalk {
         first_device_copy_(slots.size(), -1),
         whole_(slots.size(), -1) {
     // A copy's name contains kCopyInfix, so only such names can collide.
-    // The set gets room for about one copy per delegate operand up front,
-    // rather than growing copy by copy.
-    size_t delegate_operands = 0;
+    // The set gets room up front for the copies a method usually has, rather
+    // than growing (and rehashing) on the way: one per delegate operand (its
+    // H2D) and one per delegate result (its D2H).
+    size_t expected_copies = 0;
     for (const Node& node : method.nodes) {
       if (node.name.find(kCopyInfix) != std::string::npos)
         names_.insert(node.name);
       if (node.kind == NodeKind::kDelegate)
-        delegate_operands += node.args.size();
+        expected_copies +=
+            node.args.size() +
+            (node.result == ResultKind::kTuple ? node.tuple.size() : 1);
     }
-    names_.reserve(names_.size() + delegate_operands);
+    names_.reserve(names_.size() + expected_copies);
   }
 
   absl::StatusOr<Walked> Run() {
