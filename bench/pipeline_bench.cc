@@ -39,8 +39,8 @@ namespace ferry {
 namespace {
 
 // The request parsed from `bytes` on `arena`; null (and the benchmark marked
-// failed) when it does not parse. (ferryd parses onto the heap, through
-// gRPC's deserializer; an arena is the cheaper of the two to free.)
+// failed) when it does not parse. ferryd parses onto an arena with the same
+// options (RequestArenaOptions), through gRPC's deserializer.
 const v1::LowerRequest* ParseOnArena(const std::string& bytes,
                                      google::protobuf::Arena* arena,
                                      benchmark::State& state) {
@@ -83,7 +83,8 @@ void BM_Pipeline(benchmark::State& state) {
     // it, and the lowered program is consumed as it is written.
     absl::StatusOr<LowerResult> result;
     {
-      auto request_arena = std::make_unique<google::protobuf::Arena>();
+      auto request_arena = std::make_unique<google::protobuf::Arena>(
+          RequestArenaOptions(bytes.size()));
       Clock::time_point start = Clock::now();
       const v1::LowerRequest* parsed =
           ParseOnArena(bytes, request_arena.get(), state);
@@ -161,7 +162,7 @@ void BM_ProtobufFloor(benchmark::State& state) {
   v1::Program lowered_proto;
   ExportProgram(lowered->program, &lowered_proto);
   for (auto _ : state) {
-    google::protobuf::Arena arena;
+    google::protobuf::Arena arena(RequestArenaOptions(bytes.size()));
     const v1::LowerRequest* parsed = ParseOnArena(bytes, &arena, state);
     if (parsed == nullptr) return;
     benchmark::DoNotOptimize(

@@ -996,6 +996,14 @@ FileFormat ParseFormatName(std::string_view name) {
   return FileFormat::kUnknown;
 }
 
+google::protobuf::ArenaOptions RequestArenaOptions(size_t wire_bytes) {
+  constexpr size_t kFirst = 4 << 10, kLargest = 1 << 20;
+  google::protobuf::ArenaOptions options;
+  options.start_block_size = std::clamp(wire_bytes, kFirst, kLargest);
+  options.max_block_size = kLargest;
+  return options;
+}
+
 absl::Status ParseRequest(std::string_view bytes, FileFormat format,
                           std::string_view what, v1::LowerRequest* request,
                           bool* was_bare_program) {

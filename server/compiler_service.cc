@@ -302,7 +302,7 @@ class CompilerService::Call {
     // What goes out is in wire_response_ now: the messages are not needed
     // until gRPC is done with the call, so they go before the bytes are
     // sent, not after.
-    owned_request_.reset();
+    request_arena_.reset();
     owned_response_.reset();
     response_wire_.reset();
     try {
@@ -324,12 +324,13 @@ class CompilerService::Call {
   }
 
   // For calls gRPC hands over as bytes: the call owns the parsed messages
-  // and serializes `response` into `wire` when it finishes OK.
-  template <typename Request, typename Response>
-  void OwnMessages(std::unique_ptr<Request> request,
+  // (the request on `request_arena`) and serializes `response` into `wire`
+  // when it finishes OK.
+  template <typename Response>
+  void OwnMessages(std::unique_ptr<google::protobuf::Arena> request_arena,
                    std::unique_ptr<Response> response, grpc::ByteBuffer* wire) {
     Response* out = response.get();
-    owned_request_ = std::move(request);
+    request_arena_ = std::move(request_arena);
     owned_response_ = std::move(response);
     wire_response_ = wire;
     serialize_response_ = [this, out, wire] {
@@ -343,7 +344,7 @@ class CompilerService::Call {
   // The parsed request is no longer needed (the job has imported it, or the
   // call joined another's computation): its memory goes now, not when the
   // call ends. Only a request the call owns (wire form); gRPC keeps its own.
-  void ReleaseRequest() { owned_request_.reset(); }
+  void ReleaseRequest() { request_arena_.reset(); }
 
   // Whether this call answers in wire form (UseResponseWire can be used).
   bool AnswersInWireForm() const { return wire_response_ != nullptr; }
@@ -453,7 +454,7 @@ class CompilerService::Call {
     return grpc::Status::OK;
   }
 
-  std::unique_ptr<google::protobuf::Message> owned_request_;
+  std::unique_ptr<google::protobuf::Arena> request_arena_;
   std::unique_ptr<google::protobuf::Message> owned_response_;
   grpc::ByteBuffer* wire_response_ = nullptr;  // set for wire-form calls
   ResultCache::Wire response_wire_;            // set by UseResponseWire
@@ -857,10 +858,14 @@ bool CompilerService::ParseWire(Call* call,
                                 const grpc::ByteBuffer* wire_request,
                                 grpc::ByteBuffer* wire_response,
                                 Request** request, Response** response) {
-  auto parsed = std::make_unique<Request>();
+  // On an arena the call owns: freed at once when the job has read it.
+  auto arena = std::make_unique<google::protobuf::Arena>(
+      RequestArenaOptions(wire_request->Length()));
+  Request* parsed =
+      google::protobuf::Arena::CreateMessage<Request>(arena.get());
   grpc::ByteBuffer bytes(*wire_request);  // shares the slices
   grpc::Status status =
-      grpc::SerializationTraits<Request>::Deserialize(&bytes, parsed.get());
+      grpc::SerializationTraits<Request>::Deserialize(&bytes, parsed);
   if (!status.ok()) {
     call->Complete(InvalidFieldError(
         "request",
@@ -870,10 +875,10 @@ bool CompilerService::ParseWire(Call* call,
         "UNPARSEABLE_REQUEST"));
     return false;
   }
-  *request = parsed.get();
+  *request = parsed;
   auto out = std::make_unique<Response>();
   *response = out.get();
-  call->OwnMessages(std::move(parsed), std::move(out), wire_response);
+  call->OwnMessages(std::move(arena), std::move(out), wire_response);
   return true;
 }
 
