@@ -1135,8 +1135,6 @@ void CheckModule(const LoweredModule& module, bool called,
   }
 }
 
-// Whether any graph of the program has a delegate calling `id`.
-// The ids of the modules some delegate calls.
 // --- The module call graph
 // ----------------------------------------------------------
 
