@@ -8,9 +8,21 @@ namespace ferry {
 
 int64_t FreeListAllocator::Allocate(int64_t size) {
   if (size == 0) return 0;
-  if (std::optional<Hole> best = BestFit(size)) {
+  if (trees_ == nullptr) {
+    if (Hole* best = BestFlatFit(size)) {
+      const int64_t offset = best->offset;
+      // What is left of the hole starts where the block ends, still between
+      // the same neighbours.
+      if (best->size > size) {
+        best->offset += size;
+        best->size -= size;
+      } else {
+        flat_.erase(flat_.begin() + (best - flat_.data()));
+      }
+      return offset;
+    }
+  } else if (std::optional<Hole> best = BestFit(size)) {
     Erase(*best);
-    // What is left of the hole starts where the block ends.
     if (best->size > size) Insert(Hole{best->offset + size, best->size - size});
     return best->offset;
   }
@@ -26,8 +38,41 @@ int64_t FreeListAllocator::Allocate(int64_t size) {
   return offset;
 }
 
+namespace {
+// The first hole of `flat` (in offset order) at or after `offset`.
+template <typename Holes>
+auto FirstFrom(Holes& flat, int64_t offset) {
+  return std::lower_bound(
+      flat.begin(), flat.end(), offset,
+      [](const auto& hole, int64_t at) { return hole.offset < at; });
+}
+}  // namespace
+
 void FreeListAllocator::Free(int64_t offset, int64_t size) {
   if (size == 0) return;
+  if (trees_ == nullptr) {
+    // One search finds both neighbours; a merge changes a hole in place.
+    auto next = FirstFrom(flat_, offset + size);
+    const bool joins_next =
+        next != flat_.end() && next->offset == offset + size;
+    const bool joins_prev =
+        next != flat_.begin() &&
+        std::prev(next)->offset + std::prev(next)->size == offset;
+    if (joins_prev) {
+      std::prev(next)->size += size + (joins_next ? next->size : 0);
+      if (joins_next) flat_.erase(next);
+      return;
+    }
+    if (joins_next) {
+      next->offset = offset;
+      next->size += size;
+      return;
+    }
+    if (flat_.size() < kFlatHoles) {
+      flat_.insert(next, Hole{offset, size});
+      return;
+    }
+  }
   if (std::optional<Hole> next = HoleAt(offset + size)) {
     Erase(*next);
     size += next->size;
@@ -45,28 +90,20 @@ size_t FreeListAllocator::holes() const {
   return trees_ ? trees_->by_offset.size() : flat_.size();
 }
 
-namespace {
-// The first hole of `flat` (in offset order) at or after `offset`.
-template <typename Holes>
-auto FirstFrom(Holes& flat, int64_t offset) {
-  return std::lower_bound(
-      flat.begin(), flat.end(), offset,
-      [](const auto& hole, int64_t at) { return hole.offset < at; });
+FreeListAllocator::Hole* FreeListAllocator::BestFlatFit(int64_t size) {
+  // In offset order, so the first of the smallest size is the lowest.
+  Hole* best = nullptr;
+  for (Hole& hole : flat_)
+    if (hole.size >= size && (best == nullptr || hole.size < best->size))
+      best = &hole;
+  return best;
 }
-}  // namespace
 
 std::optional<FreeListAllocator::Hole> FreeListAllocator::BestFit(
     int64_t size) const {
-  if (trees_) {
-    auto best = trees_->by_size.lower_bound({size, INT64_MIN});
-    if (best == trees_->by_size.end()) return std::nullopt;
-    return Hole{best->second, best->first};
-  }
-  // In offset order, so the first of the smallest size is the lowest.
-  std::optional<Hole> best;
-  for (const Hole& hole : flat_)
-    if (hole.size >= size && (!best || hole.size < best->size)) best = hole;
-  return best;
+  auto best = trees_->by_size.lower_bound({size, INT64_MIN});
+  if (best == trees_->by_size.end()) return std::nullopt;
+  return Hole{best->second, best->first};
 }
 
 std::optional<FreeListAllocator::Hole> FreeListAllocator::HoleAt(

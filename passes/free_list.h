@@ -59,7 +59,9 @@ class FreeListAllocator {
     absl::btree_set<std::pair<int64_t, int64_t>> by_size;  // (size, offset)
   };
 
-  // The smallest hole of at least `size` bytes, the lowest offset first.
+  // The smallest hole of at least `size` bytes, the lowest offset first:
+  // in the array (null when none fits), and in the trees.
+  Hole* BestFlatFit(int64_t size);
   std::optional<Hole> BestFit(int64_t size) const;
   // The hole starting at `offset`.
   std::optional<Hole> HoleAt(int64_t offset) const;

@@ -164,7 +164,7 @@ class AssignOffsets {
   absl::StatusOr<ArenaPlan> Run() {
     ArenaPlan plan;
     std::map<Device, int32_t> arena_of;
-    for (const Block& b : blocks_) arena_of.emplace(b.device, 0);
+    for (const Block& b : blocks_) arena_of.try_emplace(b.device, 0);
     int32_t next_arena = 0;
     for (auto& [device, index] : arena_of) {
       index = next_arena++;

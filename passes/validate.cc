@@ -128,7 +128,9 @@ bool CheckSpec(const TensorSpec& spec, LazyText subject, LazyNodes nodes,
                       nodes());
     strides_sound = false;
   }
-  if (sizes_sound && !spec.NumElements().has_value()) {
+  const std::optional<int64_t> numel =
+      sizes_sound ? spec.NumElements() : std::nullopt;
+  if (sizes_sound && !numel.has_value()) {
     diagnostics.Error(
         codes::kSpecOverflow,
         absl::StrCat("the element count of ", subject(), " (sizes ",
@@ -137,8 +139,9 @@ bool CheckSpec(const TensorSpec& spec, LazyText subject, LazyNodes nodes,
     sizes_sound = false;
   }
   // Empty tensors too: their contiguous strides (a 0 counted as 1) are what
-  // normalize_layout and the runtime compute.
-  if (sizes_sound && !ContiguousStridesFit(spec.sizes)) {
+  // normalize_layout and the runtime compute. Those of a non-empty tensor
+  // are products of its sizes, so they fit when its element count does.
+  if (sizes_sound && *numel == 0 && !ContiguousStridesFit(spec.sizes)) {
     diagnostics.Error(
         codes::kSpecOverflow,
         absl::StrCat("the contiguous strides of ", subject(), " (sizes ",
@@ -343,6 +346,8 @@ class GraphValidator {
   void Run() {
     sound_.assign(graph_.nodes.size(), true);
     for (int32_t i = 0; i < NodeCount(); ++i) CheckSpecs(i);
+    // Placements are checked only where there are some (a request to lower
+    // has none: plan_memory makes them).
     if (module_ == nullptr) CheckArenas();
     for (int32_t i = 0; i < NodeCount(); ++i) {
       switch (graph_.nodes[i].kind) {
@@ -374,11 +379,13 @@ class GraphValidator {
   void CheckSpecs(int32_t i) {
     const Node& node = graph_.nodes[i];
     if (node.result == ResultKind::kTensor) {
+      planned_ |= node.tensor.memory.planned;
       sound_[i] = CheckSpec(
           node.tensor, [&] { return absl::StrCat("'", node.name, "'"); },
           [&] { return std::vector<std::string>{node.name}; }, diagnostics_);
     } else if (node.result == ResultKind::kTuple) {
       for (int32_t e = 0; e < static_cast<int32_t>(node.tuple.size()); ++e) {
+        planned_ |= node.tuple[e].memory.planned;
         auto subject = [&] {
           return absl::StrCat("'", graph_.ValueName(ValueId{i, e}), "'");
         };
@@ -481,8 +488,8 @@ class GraphValidator {
         schema == info->schema.get()
             ? InferBoundResultSpecs(*info, graph_, node, *std::move(bound))
             : InferResultSpecs(*info, graph_, node);
-    if (absl::IsUnimplemented(inferred.status())) return;
     if (!inferred.ok()) {
+      if (absl::IsUnimplemented(inferred.status())) return;
       diagnostics_.Error(IsDTypeError(inferred.status())
                              ? codes::kDTypeMismatch
                              : codes::kShapeMismatch,
@@ -577,13 +584,13 @@ class GraphValidator {
   // The node's result kind must be what the schema returns. Returns whether
   // it is.
   bool CheckResultKind(const Node& node, const OpSchema& schema) {
-    std::string expected;
+    // What the schema returns, for the message (a tuple's is spelled there).
+    std::string_view expected;
     bool matches = true;
     if (schema.returns.empty()) {
       expected = "nothing";
       matches = node.result == ResultKind::kNone;
     } else if (schema.returns_tuple) {
-      expected = absl::StrCat("a tuple of ", schema.returns.size());
       matches = node.result == ResultKind::kTuple &&
                 node.tuple.size() == schema.returns.size();
     } else {
@@ -616,11 +623,15 @@ class GraphValidator {
       }
     }
     if (matches) return true;
-    diagnostics_.Error(codes::kResultCount,
-                       absl::StrCat("'", schema.QualifiedName(), "' returns ",
-                                    expected, ", but '", node.name,
-                                    "' declares ", DeclaredResultText(node)),
-                       {node.name});
+    diagnostics_.Error(
+        codes::kResultCount,
+        absl::StrCat("'", schema.QualifiedName(), "' returns ",
+                     expected.empty()
+                         ? absl::StrCat("a tuple of ", schema.returns.size())
+                         : std::string(expected),
+                     ", but '", node.name, "' declares ",
+                     DeclaredResultText(node)),
+        {node.name});
     return false;
   }
 
@@ -848,7 +859,12 @@ class GraphValidator {
             diagnostics_)) {
       return;
     }
-    // A getitem reads the element's storage through its own spec.
+    // A getitem reads the element's storage through its own spec (when
+    // that spec is the element's layout, it reads exactly that storage).
+    if (node.tensor.storage_offset == source->storage_offset &&
+        node.tensor.strides == source->strides) {
+      return;
+    }
     std::optional<int64_t> storage = source->StorageBytes();
     std::optional<int64_t> reads = node.tensor.StorageBytes();
     if (storage.has_value() && reads.has_value() && *reads > *storage) {
@@ -938,7 +954,7 @@ class GraphValidator {
             {});
       }
     }
-    for (int32_t i = 0; i < NodeCount(); ++i) {
+    for (int32_t i = 0; planned_ && i < NodeCount(); ++i) {
       if (!sound_[i] || !OwnsStorage(i)) continue;
       const Node& node = graph_.nodes[i];
       const int32_t results =
@@ -1009,6 +1025,7 @@ class GraphValidator {
   Device module_device_;         // where module_ runs (the host by default)
   const StorageRoots roots_;
   std::vector<char> sound_;  // Per node: its declared specs are sound.
+  bool planned_ = false;     // Some declared spec has a memory placement.
   // UserInputs of each module a delegate calls, found once per module.
   std::unordered_map<const LoweredModule*, std::vector<int32_t>> user_inputs_;
 };

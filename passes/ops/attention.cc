@@ -48,7 +48,7 @@ Specs InferEmbedding(const BoundCall& call) {
       !s.ok()) {
     return s;
   }
-  return std::vector<TensorSpec>{FreshSpec((*weight)->dtype, sizes)};
+  return OneResult(FreshSpec((*weight)->dtype, sizes));
 }
 
 // The tensor `name` has exactly `sizes`.

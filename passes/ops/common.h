@@ -32,6 +32,12 @@
 namespace ferry {
 
 using Specs = absl::StatusOr<std::vector<TensorSpec>>;
+// A rule's one result, moved into its list (a braced list copies it).
+inline Specs OneResult(TensorSpec spec) {
+  std::vector<TensorSpec> results;
+  results.push_back(std::move(spec));
+  return results;
+}
 // A call's tensor operands (BoundCall::TensorOperands): a few, kept in place.
 using TensorOperandList = absl::InlinedVector<const TensorSpec*, 4>;
 

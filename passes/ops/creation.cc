@@ -63,7 +63,7 @@ Specs InferFromSize(const BoundCall& call) {
       result.strides = {nhwc[0], nhwc[3], nhwc[1], nhwc[2]};
     }
   }
-  return std::vector<TensorSpec>{std::move(result)};
+  return OneResult(std::move(result));
 }
 
 bool IsInteger(const Number& n) { return std::holds_alternative<int64_t>(n); }
@@ -141,7 +141,7 @@ Specs InferArange(const BoundCall& call) {
   }
   std::vector<int64_t> sizes = {static_cast<int64_t>(length)};
   if (absl::Status s = CheckResultSizes(call, sizes, *dtype); !s.ok()) return s;
-  return std::vector<TensorSpec>{FreshSpec(*dtype, std::move(sizes))};
+  return OneResult(FreshSpec(*dtype, std::move(sizes)));
 }
 
 // triu: self's dtype and sizes; self must be at least 2-D.
@@ -154,7 +154,7 @@ Specs InferTriangle(const BoundCall& call) {
   }
   absl::StatusOr<int64_t> diagonal = call.Int("diagonal");
   if (!diagonal.ok()) return diagonal.status();
-  return std::vector<TensorSpec>{FreshSpec((*self)->dtype, (*self)->sizes)};
+  return OneResult(FreshSpec((*self)->dtype, (*self)->sizes));
 }
 
 constexpr OpDef kOps[] = {

@@ -46,18 +46,21 @@ Specs InferElementwise(const BoundCall& call) {
   Dims sizes = tensors[0]->sizes;
   ResultType result_type;
   for (const TensorSpec* tensor : tensors) {
-    std::optional<Dims> broadcast = BroadcastShapes(sizes, tensor->sizes);
-    if (!broadcast) {
-      return call.Error(absl::StrCat("sizes ", ShapeText(sizes), " and ",
-                                     ShapeText(tensor->sizes),
-                                     " do not broadcast"));
+    // Operands of one shape (the usual case) need no broadcasting.
+    if (tensor->sizes != sizes) {
+      std::optional<Dims> broadcast = BroadcastShapes(sizes, tensor->sizes);
+      if (!broadcast) {
+        return call.Error(absl::StrCat("sizes ", ShapeText(sizes), " and ",
+                                       ShapeText(tensor->sizes),
+                                       " do not broadcast"));
+      }
+      sizes = *std::move(broadcast);
     }
-    sizes = *std::move(broadcast);
     result_type.AddTensor(*tensor);
   }
   for (DType scalar : call.PromotingScalars()) result_type.AddScalar(scalar);
   DType dtype = result_type.Get();
-  if (ComputesInFloat(call.schema().name) && !IsFloatingPoint(dtype)) {
+  if (!IsFloatingPoint(dtype) && ComputesInFloat(call.schema().name)) {
     dtype = DType::kF32;
   }
 
@@ -76,7 +79,7 @@ Specs InferElementwise(const BoundCall& call) {
           " cannot be written in place into ", DTypeText((*target)->dtype)));
     }
   }
-  return std::vector<TensorSpec>{FreshSpec(dtype, std::move(sizes))};
+  return OneResult(FreshSpec(dtype, std::move(sizes)));
 }
 
 // masked_fill: self broadcast with the mask, in self's dtype (the fill
@@ -96,7 +99,7 @@ Specs InferMaskedFill(const BoundCall& call) {
                                    ShapeText((*mask)->sizes),
                                    " do not broadcast"));
   }
-  return std::vector<TensorSpec>{FreshSpec((*self)->dtype, *std::move(sizes))};
+  return OneResult(FreshSpec((*self)->dtype, *std::move(sizes)));
 }
 
 constexpr OpDef kOps[] = {

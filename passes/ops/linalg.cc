@@ -110,8 +110,7 @@ Specs InferMatmul(const BoundCall& call) {
   }
   if (absl::Status s = SameDTypes(call); !s.ok()) return s;
   TensorOperandList tensors = call.TensorOperands();
-  return std::vector<TensorSpec>{
-      FreshSpec(tensors[0]->dtype, std::move(sizes))};
+  return OneResult(FreshSpec(tensors[0]->dtype, std::move(sizes)));
 }
 
 constexpr OpDef kOps[] = {

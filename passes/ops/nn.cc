@@ -206,7 +206,7 @@ Specs InferConvolution(const BoundCall& call) {
   if (absl::Status s = CheckResultSizes(call, sizes, in.dtype); !s.ok()) {
     return s;
   }
-  return std::vector<TensorSpec>{FreshSpec(in.dtype, std::move(sizes))};
+  return OneResult(FreshSpec(in.dtype, std::move(sizes)));
 }
 
 // --- max_pool2d_with_indices

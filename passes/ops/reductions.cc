@@ -76,7 +76,7 @@ Specs InferReduction(const BoundCall& call) {
         absl::StrCat("mean of ", DTypeText(dtype),
                      " needs a floating dtype (pass 'dtype')"));
   }
-  return std::vector<TensorSpec>{FreshSpec(dtype, std::move(sizes))};
+  return OneResult(FreshSpec(dtype, std::move(sizes)));
 }
 
 constexpr OpDef kOps[] = {

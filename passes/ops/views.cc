@@ -434,7 +434,7 @@ Specs ViewRule(const BoundCall& call) {
     result.strides = std::move(view.strides);
     result.storage_offset = view.storage_offset;
   }
-  return std::vector<TensorSpec>{std::move(result)};
+  return OneResult(std::move(result));
 }
 
 // The most pieces a split may make (each is a result of its own).
@@ -509,8 +509,7 @@ Specs InferCat(const BoundCall& call) {
       break;
     }
   }
-  if (reference == nullptr)
-    return std::vector<TensorSpec>{FreshSpec(dtype, {0})};
+  if (reference == nullptr) return OneResult(FreshSpec(dtype, {0}));
   if (reference->dim() == 0) {
     return call.Error("zero-dimensional tensors cannot be concatenated");
   }
@@ -538,7 +537,7 @@ Specs InferCat(const BoundCall& call) {
     if (!total) return call.Error("the concatenated size overflows int64");
     sizes[*cat_dim] = *total;
   }
-  return std::vector<TensorSpec>{FreshSpec(dtype, std::move(sizes))};
+  return OneResult(FreshSpec(dtype, std::move(sizes)));
 }
 
 constexpr OpDef kOps[] = {
