@@ -10,6 +10,12 @@
 namespace ferry {
 
 StorageRoots::StorageRoots(const Method& method)
+    : StorageRoots(method, nullptr) {}
+
+StorageRoots::StorageRoots(const Method& method, ValueSlots& slots)
+    : StorageRoots(method, &slots) {}
+
+StorageRoots::StorageRoots(const Method& method, ValueSlots* slots)
     : node_root_(method.nodes.size()),
       written_start_(method.nodes.size() + 1, 0),
       metadata_only_(method.nodes.size(), 0) {
@@ -53,9 +59,14 @@ StorageRoots::StorageRoots(const Method& method)
       }
     }
   };
+  if (slots != nullptr) slots->base_.assign(method.nodes.size() + 1, 0);
   for (int32_t i = 0; i < static_cast<int32_t>(method.nodes.size()); ++i) {
     visit(i);
     written_start_[i + 1] = static_cast<int32_t>(written_.size());
+    if (slots != nullptr) {
+      slots->base_[i + 1] = slots->base_[i] + 1 +
+                            static_cast<int32_t>(method.nodes[i].tuple.size());
+    }
   }
 }
 

@@ -11,6 +11,7 @@
 #include <span>
 #include <vector>
 
+#include "passes/graph.h"
 #include "passes/ir.h"
 
 namespace ferry {
@@ -18,6 +19,9 @@ namespace ferry {
 class StorageRoots {
  public:
   explicit StorageRoots(const Method& method);
+  // Also numbers the method's values into `slots`, in the same walk over
+  // the nodes (a walk over a large method costs a cache miss per node).
+  StorageRoots(const Method& method, ValueSlots& slots);
 
   // The root of `v` (a whole node result or a tuple element). (Inline: the
   // passes ask it for every operand, several times.)
@@ -39,6 +43,8 @@ class StorageRoots {
   bool IsMetadataOnly(int32_t node) const { return metadata_only_[node]; }
 
  private:
+  StorageRoots(const Method& method, ValueSlots* slots);
+
   std::vector<ValueId> node_root_;  // per node (whole result)
   // The values node i writes: written_[written_start_[i] ..
   // written_start_[i + 1]) (one array for all nodes, not one per node).

@@ -57,11 +57,14 @@ void RenumberOperands(std::span<Node> nodes,
 class ValueSlots {
  public:
   explicit ValueSlots(const Method& method);
+  // No values yet: StorageRoots(method, slots) numbers them.
+  ValueSlots() = default;
   int32_t Of(ValueId v) const { return base_[v.node] + 1 + v.element; }
   int32_t size() const { return base_.back(); }
 
  private:
-  std::vector<int32_t> base_;
+  friend class StorageRoots;  // numbers the values in its own walk
+  std::vector<int32_t> base_ = {0};
 };
 
 }  // namespace ferry

@@ -899,8 +899,8 @@ absl::Status LabelOnly(const ProgramIndex& program, Method& method) {
 absl::StatusOr<int64_t> PlaceMethod(const ProgramIndex& index, Method& method,
                                     const WalkOptions& options,
                                     Diagnostics& diagnostics) {
-  const StorageRoots roots(method);
-  const ValueSlots slots(method);
+  ValueSlots slots;
+  const StorageRoots roots(method, slots);
   const Homes homes = AssignHomes(index, method, roots, slots, options).Run();
   absl::StatusOr<Walked> walked =
       CoherenceWalk(method, roots, slots, homes, options, diagnostics).Run();

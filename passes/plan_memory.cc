@@ -282,8 +282,8 @@ absl::StatusOr<PassStats> PlanMemory(Program& program,
     diagnostics.SetMethod(method.name);
     // An earlier plan is replaced whole by Apply (every value's placement
     // and the arenas), so running the pass on its output changes nothing.
-    const StorageRoots roots(method);
-    const ValueSlots slots(method);
+    ValueSlots slots;
+    const StorageRoots roots(method, slots);
     std::vector<Block> blocks =
         CollectBlocks(method, roots, slots, options, diagnostics).Run();
     absl::StatusOr<ArenaPlan> plan =

@@ -1,5 +1,6 @@
 // StableTopologicalOrder, StronglyConnectedComponents, renumbering and
-// ValueSlots (passes/graph.h), and the ValueId hash (passes/ir.h).
+// ValueSlots (passes/graph.h; also as StorageRoots numbers them), and the
+// ValueId hash (passes/ir.h).
 #include "passes/graph.h"
 
 #include <optional>
@@ -7,6 +8,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "gtest/gtest.h"
+#include "passes/alias.h"
 
 namespace ferry {
 namespace {
@@ -133,6 +135,25 @@ TEST(ValueSlots, DenseSlotsPerResultAndTupleElement) {
   EXPECT_EQ(slots.Of(ValueId{1, 0}), 2);
   EXPECT_EQ(slots.Of(ValueId{1, 1}), 3);
   EXPECT_EQ(slots.Of(ValueId{2, -1}), 4);
+}
+
+TEST(ValueSlots, StorageRootsNumbersThemInItsOwnWalk) {
+  Method method;
+  method.nodes.resize(4);
+  method.nodes[1].result = ResultKind::kTuple;
+  method.nodes[1].tuple.resize(2);
+  method.nodes[3].result = ResultKind::kTuple;
+  method.nodes[3].tuple.resize(3);
+  const ValueSlots alone(method);
+  ValueSlots slots;
+  EXPECT_EQ(slots.size(), 0);
+  const StorageRoots roots(method, slots);
+  ASSERT_EQ(slots.size(), alone.size());
+  EXPECT_EQ(slots.size(), 9);
+  for (int32_t i = 0; i < 4; ++i)
+    for (int32_t e = -1; e < static_cast<int32_t>(method.nodes[i].tuple.size());
+         ++e)
+      EXPECT_EQ(slots.Of(ValueId{i, e}), alone.Of(ValueId{i, e}));
 }
 
 TEST(ValueIdHash, DistinguishesNodeAndElement) {
