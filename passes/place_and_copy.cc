@@ -307,26 +307,13 @@ class CoherenceWalk {
         version_(slots.size(), 0),
         host_copy_(slots.size()),
         first_device_copy_(slots.size(), -1),
-        whole_(slots.size(), -1) {
-    // A copy's name contains kCopyInfix, so only such names can collide.
-    // The set gets room up front for the copies a method usually has, rather
-    // than growing (and rehashing) on the way: one per delegate operand (its
-    // H2D) and one per delegate result (its D2H).
-    size_t expected_copies = 0;
-    for (const Node& node : method.nodes) {
-      if (node.name.find(kCopyInfix) != std::string::npos)
-        names_.insert(node.name);
-      if (node.kind == NodeKind::kDelegate)
-        expected_copies +=
-            node.args.size() +
-            (node.result == ResultKind::kTuple ? node.tuple.size() : 1);
-    }
-    names_.reserve(names_.size() + expected_copies);
-  }
+        whole_(slots.size(), -1) {}
 
   absl::StatusOr<Walked> Run() {
-    for (int32_t i = 0; i < n_; ++i)
+    for (int32_t i = 0; i < n_; ++i) {
+      NoteTakenNames(i + 1);  // while the node is at hand
       if (absl::Status visited = Visit(i); !visited.ok()) return visited;
+    }
     ResolveNames();
     return std::move(walked_);
   }
@@ -552,7 +539,9 @@ class CoherenceWalk {
   // less on memory than one insert between every two copies' other work.
   void ResolveNames() {
     constexpr size_t kAhead = 8;
+    NoteTakenNames(n_);
     const size_t made = walked_.names.size();
+    names_.reserve(names_.size() + (made - resolved_names_));
     for (size_t c = resolved_names_; c < made; ++c) {
       if (c + kAhead < made) names_.prefetch(walked_.names[c + kAhead]);
       // One hash per name that is free (the usual case); the set refers to
@@ -567,6 +556,15 @@ class CoherenceWalk {
       }
     }
     resolved_names_ = made;
+  }
+
+  // Adds the names of nodes [noted_names_, end) that a copy's could equal:
+  // those containing kCopyInfix, as every copy's does.
+  void NoteTakenNames(int32_t end) {
+    for (; noted_names_ < end; ++noted_names_) {
+      const std::string& name = method_.nodes[noted_names_].name;
+      if (name.find(kCopyInfix) != std::string::npos) names_.insert(name);
+    }
   }
 
   absl::StatusOr<ValueId> MakeCopy(bool to_host, ValueId source, Device to,
@@ -679,9 +677,10 @@ class CoherenceWalk {
   Diagnostics& diagnostics_;
   const int32_t n_;
   Walked walked_;
-  // The node names that could collide with a copy's, and the names of the
-  // copies [0, resolved_names_).
+  // The names of nodes [0, noted_names_) that could collide with a copy's,
+  // and the names of the copies [0, resolved_names_).
   absl::flat_hash_set<absl::string_view> names_;
+  int32_t noted_names_ = 0;
   size_t resolved_names_ = 0;
   std::vector<int32_t> version_;    // per slot: host writes so far
   std::vector<ValueId> host_copy_;  // per slot: the D2H made, or invalid
