@@ -59,14 +59,14 @@ StorageRoots::StorageRoots(const Method& method, ValueSlots* slots)
       }
     }
   };
-  if (slots != nullptr) slots->base_.assign(method.nodes.size() + 1, 0);
+  if (slots != nullptr) {
+    slots->base_.assign(1, 0);
+    slots->base_.reserve(method.nodes.size() + 1);
+  }
   for (int32_t i = 0; i < static_cast<int32_t>(method.nodes.size()); ++i) {
     visit(i);
     written_start_[i + 1] = static_cast<int32_t>(written_.size());
-    if (slots != nullptr) {
-      slots->base_[i + 1] = slots->base_[i] + 1 +
-                            static_cast<int32_t>(method.nodes[i].tuple.size());
-    }
+    if (slots != nullptr) slots->Add(method.nodes[i]);
   }
 }
 

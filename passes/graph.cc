@@ -101,10 +101,9 @@ void RenumberOperands(std::span<Node> nodes,
                           [&](ValueId& v) { v.node = new_index[v.node]; });
 }
 
-ValueSlots::ValueSlots(const Method& method) : base_(method.nodes.size() + 1) {
-  for (size_t i = 0; i < method.nodes.size(); ++i)
-    base_[i + 1] =
-        base_[i] + 1 + static_cast<int32_t>(method.nodes[i].tuple.size());
+ValueSlots::ValueSlots(const Method& method) {
+  base_.reserve(method.nodes.size() + 1);
+  for (const Node& node : method.nodes) Add(node);
 }
 
 }  // namespace ferry

@@ -64,6 +64,10 @@ class ValueSlots {
 
  private:
   friend class StorageRoots;  // numbers the values in its own walk
+  // Numbers the values of `node`, the next node of the method.
+  void Add(const Node& node) {
+    base_.push_back(base_.back() + 1 + static_cast<int32_t>(node.tuple.size()));
+  }
   std::vector<int32_t> base_ = {0};
 };
 
