@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/attributes.h"
+#include "absl/base/optimization.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/io/coded_stream.h"
@@ -112,11 +114,13 @@ class Writer {
   static constexpr size_t kMaxVarint = 10;   // a varint64
   static constexpr size_t kStep = 64 << 10;  // bytes the output grows by
 
-  // At least `bytes` of room at at_.
-  void Room(size_t bytes) {
-    if (static_cast<size_t>(end_ - at_) < bytes) Grow(bytes);
+  // At least `bytes` of room at at_. (Asked before every field: inline,
+  // with the rare growth out of line.)
+  ABSL_ATTRIBUTE_ALWAYS_INLINE void Room(size_t bytes) {
+    if (ABSL_PREDICT_FALSE(static_cast<size_t>(end_ - at_) < bytes))
+      Grow(bytes);
   }
-  void Grow(size_t bytes) {
+  ABSL_ATTRIBUTE_NOINLINE void Grow(size_t bytes) {
     const size_t at = this->at();
     // A step at a time, as the zero fill of `resize` touches each byte.
     out_.resize(std::max(at + bytes, out_.size() + kStep));
