@@ -120,14 +120,6 @@ Dims TensorSpec::Strides() const {
   return strides;
 }
 
-std::optional<int64_t> TensorSpec::NumElements() const {
-  int64_t n = 1;
-  for (int64_t s : sizes) {
-    if (s < 0 || __builtin_mul_overflow(n, s, &n)) return std::nullopt;
-  }
-  return n;
-}
-
 std::optional<int64_t> TensorSpec::NumBytes() const {
   std::optional<int64_t> n = NumElements();
   int64_t bytes = 0;
@@ -136,17 +128,7 @@ std::optional<int64_t> TensorSpec::NumBytes() const {
   return bytes;
 }
 
-std::optional<int64_t> TensorSpec::StorageBytes() const {
-  std::optional<int64_t> n = NumElements();
-  if (!n || storage_offset < 0) return std::nullopt;
-  if (*n == 0) return 0;
-  if (strides.empty()) {  // contiguous
-    int64_t elements = 0, bytes = 0;
-    if (__builtin_add_overflow(storage_offset, *n, &elements) ||
-        __builtin_mul_overflow(elements, ElementSize(dtype), &bytes))
-      return std::nullopt;
-    return bytes;
-  }
+std::optional<int64_t> TensorSpec::StridedStorageBytes() const {
   const Dims& st = strides;
   if (st.size() != sizes.size()) return std::nullopt;
   int64_t last = storage_offset;

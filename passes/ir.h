@@ -228,7 +228,32 @@ struct TensorSpec {
     device = d;
     device_present = true;
   }
+
+ private:
+  // StorageBytes of a non-empty spec with explicit strides.
+  std::optional<int64_t> StridedStorageBytes() const;
 };
+
+// (Inline: every pass sizes every value, some several times.)
+inline std::optional<int64_t> TensorSpec::NumElements() const {
+  int64_t n = 1;
+  for (int64_t s : sizes) {
+    if (s < 0 || __builtin_mul_overflow(n, s, &n)) return std::nullopt;
+  }
+  return n;
+}
+
+inline std::optional<int64_t> TensorSpec::StorageBytes() const {
+  std::optional<int64_t> n = NumElements();
+  if (!n || storage_offset < 0) return std::nullopt;
+  if (*n == 0) return 0;
+  if (!strides.empty()) return StridedStorageBytes();
+  int64_t elements = 0, bytes = 0;  // contiguous
+  if (__builtin_add_overflow(storage_offset, *n, &elements) ||
+      __builtin_mul_overflow(elements, ElementSize(dtype), &bytes))
+    return std::nullopt;
+  return bytes;
+}
 
 // Row-major strides of `sizes` (a dim of 0 counts as 1). A stride past
 // int64 saturates at its maximum: ContiguousStridesFit says whether they fit,
