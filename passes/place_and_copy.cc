@@ -438,7 +438,7 @@ class CoherenceWalk {
     FERRY_RET_CHECK(source.node >= 0 && source.node < n_);
     std::string name;
     AppendName(source, &name);
-    absl::StrAppend(&name, kCopyInfix, "cpu");
+    name.append(kCopyInfix).append("cpu");
     absl::StatusOr<ValueId> copy =
         MakeCopy(/*to_host=*/true, source, Device::Cpu(), std::move(name),
                  /*anchor=*/source.node);
@@ -465,7 +465,7 @@ class CoherenceWalk {
     const bool whole = IsWhole(v, root);
     std::string name;
     AppendName(whole ? homes_.Origin(root) : v, &name);
-    absl::StrAppend(&name, kCopyInfix);
+    name.append(kCopyInfix);
     AppendDeviceTag(d, &name);
     if (version > 0) absl::StrAppend(&name, "_v", version);
     absl::StatusOr<ValueId> copy =
@@ -524,11 +524,11 @@ class CoherenceWalk {
   void AppendName(ValueId token, std::string* out) {
     if (token.node >= n_) {
       ResolveNames();
-      absl::StrAppend(out, walked_.names[token.node - n_]);
+      out->append(walked_.names[token.node - n_]);
       return;
     }
     const Node& node = method_.nodes[token.node];
-    absl::StrAppend(out, node.name);
+    out->append(node.name);
     if (token.element >= 0) absl::StrAppend(out, "_", token.element);
   }
   // Makes the names of the copies made since the last call unique, in the
@@ -855,6 +855,7 @@ class Assemble {
     copy.schema = op->schema;
     copy.name = std::move(name);
     copy.at_load = planned.at_load;
+    copy.args.reserve(1);  // (exactly: push_back alone would grow it)
     copy.args.push_back(
         Argument::Value(ValueId{source, planned.source.element}));
     copy.result = ResultKind::kTensor;
