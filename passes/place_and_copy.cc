@@ -855,7 +855,7 @@ class Assemble {
     copy.schema = op->schema;
     copy.name = std::move(name);
     copy.at_load = planned.at_load;
-    copy.args.reserve(1);  // (exactly: push_back alone would grow it)
+    copy.args.reserve(1);  // (then push_back takes its fast path, not growth)
     copy.args.push_back(
         Argument::Value(ValueId{source, planned.source.element}));
     copy.result = ResultKind::kTensor;
