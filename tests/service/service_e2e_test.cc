@@ -898,6 +898,15 @@ TEST(ServiceTest, DeadlineThatPassesWhileQueuedIsDeadlineExceeded) {
   ASSERT_TRUE(gate.WaitForArrivals(1));
   EXPECT_EQ(done.get_future().get().code(),
             absl::StatusCode::kDeadlineExceeded);
+  // The server learns of the deadline on its own clock, a moment after the
+  // client did: its copy of the deadline starts when the call arrives, and
+  // the client's reset may still be on its way. Only once gRPC has told the
+  // server may the job go on; it used to race the reset, and now and then a
+  // loaded machine finished the work first.
+  ASSERT_TRUE(Eventually([&] {
+    return absl::StrContains(server->RenderMetrics(),
+                             "ferry_cancellations_total 1");
+  }));
   gate.Open();
   // The server notices at its next check and does not finish the work.
   EXPECT_TRUE(Eventually([&] {
