@@ -56,4 +56,18 @@ int64_t FreedMemoryHeld() {
   return static_cast<int64_t>(pages) * static_cast<int64_t>(page);
 }
 
+AllocatorOptions CurrentAllocatorOptions() {
+  AllocatorOptions options;
+  if (mallctl == nullptr) return options;
+  const char* mode = nullptr;
+  size_t length = sizeof(mode);
+  if (mallctl("opt.thp", &mode, &length, nullptr, 0) == 0 && mode != nullptr)
+    options.huge_pages = mode;
+  size_t fit = 0;
+  length = sizeof(fit);
+  if (mallctl("opt.lg_extent_max_active_fit", &fit, &length, nullptr, 0) == 0)
+    options.lg_extent_max_active_fit = static_cast<int64_t>(fit);
+  return options;
+}
+
 }  // namespace ferry

@@ -3,6 +3,7 @@
 #define FERRY_SERVER_ALLOCATOR_H_
 
 #include <cstdint>
+#include <string>
 
 namespace ferry {
 
@@ -31,6 +32,19 @@ bool KeepFreedMemory();
 // dirty pages, every arena); 0 under any other allocator. Refreshes
 // jemalloc's statistics: tens of microseconds.
 int64_t FreedMemoryHeld();
+
+// The options jemalloc runs with, as set for the executables by
+// server/malloc_conf.cc (or MALLOC_CONF in the environment).
+struct AllocatorOptions {
+  // Its transparent-huge-page mode: "always" where it asks for 2 MiB pages,
+  // "not supported" where the kernel offers none; empty under any other
+  // allocator.
+  std::string huge_pages;
+  // How much larger than a request a freed extent it splits may be (log2);
+  // -1 under any other allocator.
+  int64_t lg_extent_max_active_fit = -1;
+};
+AllocatorOptions CurrentAllocatorOptions();
 
 }  // namespace ferry
 

@@ -6,7 +6,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <fstream>
 #include <memory>
+#include <string>
 #include <thread>
 
 #include "client/testing/synthetic_program.h"
@@ -107,6 +109,25 @@ TEST(KeepFreedMemory, WhatIsBeyondTheBoundIsGivenBack) {
   // call frees after the job (its request, the response once sent) within
   // a second.
   EXPECT_LT(HeldAfterALargeLower(kMiB, 16 * kMiB), 16 * kMiB);
+}
+
+TEST(AllocatorOptions, TheExecutablesSetThem) {
+  // server/malloc_conf.cc, compiled into the executables that link
+  // jemalloc, this one among them.
+  const AllocatorOptions options = CurrentAllocatorOptions();
+  if (!kJemalloc) {
+    EXPECT_EQ(options.huge_pages, "");
+    EXPECT_EQ(options.lg_extent_max_active_fit, -1);
+    return;
+  }
+  const char* overridden =
+      "(MALLOC_CONF in the environment overrides the executable's options)";
+  // jemalloc reads the kernel's mode from this file and says "not
+  // supported" where there is none.
+  std::ifstream kernel("/sys/kernel/mm/transparent_hugepage/enabled");
+  EXPECT_EQ(options.huge_pages, kernel ? "always" : "not supported")
+      << overridden;
+  EXPECT_EQ(options.lg_extent_max_active_fit, 12) << overridden;
 }
 
 }  // namespace
