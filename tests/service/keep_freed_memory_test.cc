@@ -1,5 +1,6 @@
 // Freed memory kept for the next jobs (server/allocator.h, ferryd's
-// --keep-freed-bytes). This binary links jemalloc, as ferryd does; built
+// --keep-freed-bytes), and the allocator options the executables carry
+// (server/malloc_conf.cc). This binary links jemalloc, as ferryd does; built
 // without it (the sanitizer builds), nothing is kept and the calls say so.
 // KeepFreedMemory is process-wide: ctest runs each test in its own process.
 #include <gtest/gtest.h>
