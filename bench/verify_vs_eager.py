@@ -27,7 +27,9 @@ on CPUs it does not know, runtime/host_kernels_linalg.cc).
 
 Usage (after scripts/setup or scripts/test built build/):
   bench/verify_vs_eager.py [--runs N] [--models resnet18,mobilenet_v2,vit_b_16]
-                           [--threads N]
+                           [--threads N] [--ferry PATH]
+--ferry runs another build's tool (default: build/bin/ferry), e.g. to compare
+two builds on the same exported model.
 """
 import argparse
 import os
@@ -61,11 +63,11 @@ def run(cmd, env=None):
     return done
 
 
-def ferry_verify(path, inputs, env):
+def ferry_verify(tool, path, inputs, env):
     """One `ferry verify` on sim: (eager_run ms, lowered_run ms, wall ms,
     OpenBLAS core)."""
     start = time.perf_counter()
-    done = run([FERRY, "verify", "--partitioner=capability", "--device=sim",
+    done = run([tool, "verify", "--partitioner=capability", "--device=sim",
                 "--progress=always", "--inputs", inputs, path], env)
     wall = (time.perf_counter() - start) * 1000
     steps = {name: float(ms) for name, ms in STEP.findall(done.stderr)}
@@ -83,6 +85,8 @@ def main():
     parser.add_argument("--threads", type=int, default=0,
                         help="threads of both sides (default: "
                              "torch.get_num_threads())")
+    parser.add_argument("--ferry", default=FERRY,
+                        help="the ferry tool to run (default: %(default)s)")
     args = parser.parse_args()
     runs = max(1, min(args.runs, 100))
     import torch
@@ -113,7 +117,8 @@ def main():
                 start = time.perf_counter()
                 model(*inputs)
                 torch_ms.append((time.perf_counter() - start) * 1000)
-                e, lo, w, core = ferry_verify(path, inputs_path, env)
+                e, lo, w, core = ferry_verify(args.ferry, path, inputs_path,
+                                              env)
                 eager.append(e)
                 lowered.append(lo)
                 both.append(e + lo)

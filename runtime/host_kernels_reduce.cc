@@ -12,6 +12,7 @@
 // (wrapping) otherwise; the result is rounded once when stored.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "runtime/host_kernels_internal.h"
@@ -544,23 +545,51 @@ struct MaxPoolGeometry {
 // entries each.
 struct MaxPoolRow {
   std::vector<float> best;
-  std::vector<int64_t> index;
+  std::vector<int32_t> index;
 };
 
+// The comparison step of every output of the row against one window
+// element: the element's column is w = ow * stride + shift, read at
+// in_row[w], its plane position row_at + w.
+//
+// The form is what lets the loop vectorise: the maxima (float) and their
+// positions (int32) fill vector lanes alike, and each output keeps its own
+// running pair, chosen by select. `kStride` is the column stride when it is
+// known at compile time (1 and 2: the strided load becomes shuffles), 0 when
+// it is read from `stride`.
+template <int kStride>
+void MaxPoolColumns(const float* __restrict in_row, int32_t shift,
+                    int32_t row_at, int32_t first, int32_t last, int32_t stride,
+                    float* __restrict best, int32_t* __restrict index) {
+  const int32_t s = kStride > 0 ? kStride : stride;
+  for (int32_t ow = first; ow < last; ++ow) {
+    const int32_t w = ow * s + shift;
+    const float v = in_row[w];
+    const bool take = v > best[ow] || v != v || index[ow] < 0;
+    best[ow] = take ? v : best[ow];
+    index[ow] = take ? row_at + w : index[ow];
+  }
+}
+
+// Plane positions fit int32 (MaxPoolFitsRow), and the input's columns are
+// adjacent (in_w == 1).
 void MaxPoolPlane(const MaxPoolGeometry& geometry, const std::byte* x,
                   std::byte* y, std::byte* ix, MaxPoolRow& row) {
   const MaxPoolGeometry g = geometry;
   constexpr int64_t kF = sizeof(float);
+  const auto* in = reinterpret_cast<const float*>(x);
+  const auto columns = g.p.sw == 1   ? &MaxPoolColumns<1>
+                       : g.p.sw == 2 ? &MaxPoolColumns<2>
+                                     : &MaxPoolColumns<0>;
   float* best = row.best.data();
-  int64_t* index = row.index.data();
+  int32_t* index = row.index.data();
   for (int64_t oh = 0; oh < g.OH; ++oh) {
     if (StopTick(g.OW * g.p.kh * g.p.kw)) return;
     std::fill_n(best, g.OW, -std::numeric_limits<float>::infinity());
-    std::fill_n(index, g.OW, int64_t{-1});
+    std::fill_n(index, g.OW, int32_t{-1});
     for (int64_t i = 0; i < g.p.kh; ++i) {
       const int64_t h = oh * g.p.sh - g.p.ph + i * g.p.dh;
       if (h < 0 || h >= g.H) continue;
-      const std::byte* in_row = x + h * g.in_h * kF;
       for (int64_t j = 0; j < g.p.kw; ++j) {
         // The outputs whose column w = ow * sw + shift is inside the input.
         const int64_t shift = j * g.p.dw - g.p.pw;
@@ -569,14 +598,18 @@ void MaxPoolPlane(const MaxPoolGeometry& geometry, const std::byte* x,
             g.W - 1 - shift < 0
                 ? 0
                 : std::min(g.OW, (g.W - 1 - shift) / g.p.sw + 1);
-        for (int64_t ow = first; ow < last; ++ow) {
-          const int64_t w = ow * g.p.sw + shift;
-          const float v = element::LoadRaw<float>(in_row + w * g.in_w * kF);
-          const bool take = v > best[ow] || v != v || index[ow] < 0;
-          best[ow] = take ? v : best[ow];
-          index[ow] = take ? h * g.W + w : index[ow];
-        }
+        columns(in + h * g.in_h, static_cast<int32_t>(shift),
+                static_cast<int32_t>(h * g.W), static_cast<int32_t>(first),
+                static_cast<int32_t>(last), static_cast<int32_t>(g.p.sw), best,
+                index);
       }
+    }
+    if (g.out_w == 1 && g.ix_w == 1) {
+      std::memcpy(y + oh * g.out_h * kF, best, g.OW * kF);
+      auto* out_index = reinterpret_cast<int64_t*>(
+          ix + oh * g.ix_h * int64_t{sizeof(int64_t)});
+      for (int64_t ow = 0; ow < g.OW; ++ow) out_index[ow] = index[ow];
+      continue;
     }
     for (int64_t ow = 0; ow < g.OW; ++ow) {
       element::StoreRaw<float>(y + (oh * g.out_h + ow * g.out_w) * kF,
@@ -586,6 +619,14 @@ void MaxPoolPlane(const MaxPoolGeometry& geometry, const std::byte* x,
           index[ow]);
     }
   }
+}
+
+// Whether MaxPoolPlane serves this plane: adjacent input columns, and every
+// plane position and window offset within int32.
+bool MaxPoolFitsRow(const MaxPoolGeometry& g) {
+  constexpr int64_t kMax = std::numeric_limits<int32_t>::max() / 4;
+  return g.in_w == 1 && g.H * g.W < kMax && g.OW * g.p.sw < kMax &&
+         g.p.kw * g.p.dw + g.p.pw < kMax;
 }
 
 }  // namespace
@@ -647,20 +688,21 @@ absl::Status MaxPool2dWithIndicesKernel(const KernelCall& call) {
           }
         });
   };
-  if (ic == DType::kF32 && oc == DType::kF32 && xc == DType::kI64) {
-    // The models' case, in float with no per-element dispatch (MaxPoolPlane).
-    const MaxPoolGeometry g{.H = H,
-                            .W = W,
-                            .OH = OH,
-                            .OW = OW,
-                            .p = *p,
-                            .in_h = in.strides[d - 2],
-                            .in_w = in.strides[d - 1],
-                            .out_h = out.strides[d - 2],
-                            .out_w = out.strides[d - 1],
-                            .ix_h = indices.strides[d - 2],
-                            .ix_w = indices.strides[d - 1]};
-    MaxPoolRow row{std::vector<float>(OW), std::vector<int64_t>(OW)};
+  // The models' case, in float with no per-element dispatch (MaxPoolPlane).
+  const MaxPoolGeometry g{.H = H,
+                          .W = W,
+                          .OH = OH,
+                          .OW = OW,
+                          .p = *p,
+                          .in_h = in.strides[d - 2],
+                          .in_w = in.strides[d - 1],
+                          .out_h = out.strides[d - 2],
+                          .out_w = out.strides[d - 1],
+                          .ix_h = indices.strides[d - 2],
+                          .ix_w = indices.strides[d - 1]};
+  if (ic == DType::kF32 && oc == DType::kF32 && xc == DType::kI64 &&
+      MaxPoolFitsRow(g)) {
+    MaxPoolRow row{std::vector<float>(OW), std::vector<int32_t>(OW)};
     ForEachPlane<3>({&in, &out, &indices},
                     [&g, &row](const std::array<std::byte*, 3>& b) {
                       MaxPoolPlane(g, b[0], b[1], b[2], row);

@@ -9,7 +9,10 @@
 //  - otherwise im2col of each group ([C/g * KH * KW, OH * OW]; skipped for
 //    1x1 kernels with stride 1 and no padding) and one BLAS product per
 //    batch element and group: out[F/g, OH*OW] = W[F/g, K] @ col[K, OH*OW],
-//    with the bias as its initial value.
+//    with the bias as its initial value. An im2col row is copied in one
+//    piece when the output rows are the input's rows shifted (stride 1,
+//    OW == W: Im2ColShiftedRow), else output row by output row, stride-2
+//    columns by vector shuffles.
 // The im2col matrix is a per-thread scratch buffer reused from call to call
 // (resnet18's first convolution needs 7 MiB; fresh memory costs a page fault
 // per 4 KiB), given back after a call that needed more than
@@ -59,32 +62,100 @@ inline void ValidColumns(int64_t OW, int64_t W, int64_t s, int64_t p,
   if (hi < lo) hi = lo;
 }
 
+// Copies the columns [lo, hi) of one output row of an im2col row:
+// dst[ow] = in_row[ow * stride + shift]. `kStride` is the stride when known
+// at compile time (2: the loop becomes vector loads and shuffles), 0 when
+// read from `stride`. Out of line: inlined into Im2ColRow's loop, GCC 12
+// leaves it scalar.
+template <int kStride, typename T>
+[[gnu::noinline]] void GatherColumns(const T* __restrict in_row, int64_t shift,
+                                     T* __restrict dst, int64_t lo, int64_t hi,
+                                     int64_t stride) {
+  const int64_t s = kStride > 0 ? kStride : stride;
+  for (int64_t ow = lo; ow < hi; ++ow) dst[ow] = in_row[ow * s + shift];
+}
+
+// One row of the im2col matrix, (c, kh, kw), in the general case: output row
+// by output row, the columns [lo, hi) copied and the rest zero.
+template <typename T>
+void Im2ColRow(const ConvGeometry& g, const T* plane, int64_t kh, int64_t kw,
+               T* row) {
+  int64_t lo, hi;
+  ValidColumns(g.OW, g.W, g.sw, g.pw, kw * g.dw, lo, hi);
+  const int64_t shift = kw * g.dw - g.pw;
+  for (int64_t oh = 0; oh < g.OH; ++oh) {
+    T* dst = row + oh * g.OW;
+    const int64_t h = oh * g.sh - g.ph + kh * g.dh;
+    if (h < 0 || h >= g.H) {
+      std::fill(dst, dst + g.OW, T(0));
+      continue;
+    }
+    const T* in_row = plane + h * g.W;
+    std::fill(dst, dst + lo, T(0));
+    if (g.sw == 1) {
+      if (hi > lo)
+        std::memcpy(dst + lo, in_row + lo + shift, (hi - lo) * sizeof(T));
+    } else if (g.sw == 2) {
+      GatherColumns<2>(in_row, shift, dst, lo, hi, 2);
+    } else {
+      GatherColumns<0>(in_row, shift, dst, lo, hi, g.sw);
+    }
+    std::fill(dst + hi, dst + g.OW, T(0));
+  }
+}
+
+// The same row when the output rows are the input rows shifted (stride 1
+// both ways, OW == W: resnet's 3x3 convolutions). The rows whose input row
+// exists are then one contiguous span of the input plane: it is copied in one
+// piece, and the few columns of each row that fall in the padding (copied
+// from the neighbouring input row) are zeroed after. A call per im2col row
+// instead of three per output row: for a 56x56 plane that is what the copy
+// cost.
+template <typename T>
+void Im2ColShiftedRow(const ConvGeometry& g, const T* plane, int64_t kh,
+                      int64_t kw, T* row) {
+  int64_t lo, hi;
+  ValidColumns(g.OW, g.W, 1, g.pw, kw * g.dw, lo, hi);
+  // Output rows oh with input row h = oh - ph + kh*dh inside [0, H).
+  const int64_t dh = kh * g.dh - g.ph;
+  const int64_t first = std::clamp<int64_t>(-dh, 0, g.OH);
+  const int64_t last = std::clamp<int64_t>(g.H - dh, first, g.OH);
+  std::fill(row, row + first * g.OW, T(0));
+  std::fill(row + last * g.OW, row + g.OH * g.OW, T(0));
+  if (first == last) return;
+  if (lo >= hi) {
+    std::fill(row + first * g.OW, row + last * g.OW, T(0));
+    return;
+  }
+  // dst[oh*OW + ow] = plane[(oh + dh)*W + ow + shift] for ow in [lo, hi);
+  // with OW == W that is one span from the first row's lo to the last's hi.
+  const int64_t shift = kw * g.dw - g.pw;
+  T* dst = row + first * g.OW + lo;
+  const T* src = plane + (first + dh) * g.W + lo + shift;
+  std::memcpy(dst, src, ((last - first - 1) * g.OW + (hi - lo)) * sizeof(T));
+  // Column by column, down the rows: a row has only a few such columns, and
+  // a loop per row would become a memset call per row.
+  auto zero_column = [&](int64_t ow) {
+    for (int64_t oh = first; oh < last; ++oh) row[oh * g.OW + ow] = T(0);
+  };
+  for (int64_t ow = 0; ow < lo; ++ow) zero_column(ow);
+  for (int64_t ow = hi; ow < g.OW; ++ow) zero_column(ow);
+}
+
 // in: one group's [CG, H, W]; col: [CG*KH*KW, OH*OW]. False when stopped.
 template <typename T>
 bool Im2Col(const ConvGeometry& g, const T* in, T* col) {
   const int64_t ohw = g.OH * g.OW;
+  const bool shifted = g.sh == 1 && g.sw == 1 && g.OW == g.W;
   for (int64_t c = 0; c < g.CG; ++c) {
     const T* plane = in + c * g.H * g.W;
     for (int64_t kh = 0; kh < g.KH; ++kh) {
       for (int64_t kw = 0; kw < g.KW; ++kw) {
         T* row = col + ((c * g.KH + kh) * g.KW + kw) * ohw;
-        int64_t lo, hi;
-        ValidColumns(g.OW, g.W, g.sw, g.pw, kw * g.dw, lo, hi);
-        for (int64_t oh = 0; oh < g.OH; ++oh) {
-          T* dst = row + oh * g.OW;
-          const int64_t h = oh * g.sh - g.ph + kh * g.dh;
-          if (h < 0 || h >= g.H) {
-            std::fill(dst, dst + g.OW, T(0));
-            continue;
-          }
-          const T* src = plane + h * g.W - g.pw + kw * g.dw;
-          std::fill(dst, dst + lo, T(0));
-          if (g.sw == 1) {
-            std::memcpy(dst + lo, src + lo, (hi - lo) * sizeof(T));
-          } else {
-            for (int64_t ow = lo; ow < hi; ++ow) dst[ow] = src[ow * g.sw];
-          }
-          std::fill(dst + hi, dst + g.OW, T(0));
+        if (shifted) {
+          Im2ColShiftedRow(g, plane, kh, kw, row);
+        } else {
+          Im2ColRow(g, plane, kh, kw, row);
         }
         if (StopTick(ohw)) return false;
       }
