@@ -72,6 +72,11 @@ absl::StatusOr<Device> ParseTargetDevice(std::string_view text) {
           absl::StrCat("device index '", std::string(index_text), "' in '",
                        std::string(text), "' is not a non-negative integer"));
     }
+    if (index > Device::kMaxIndex) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("device index ", index, " in '", std::string(text),
+                       "' is over the largest, ", Device::kMaxIndex));
+    }
   }
   if (type == "cpu") return Device::Cpu();
   if (type == "cuda") return Device::Cuda(index);

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <iterator>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <span>
@@ -69,11 +70,18 @@ bool IsFloatingPoint(DType dtype);
 
 struct Device {
   enum class Type : uint8_t { kCpu = 0, kCuda = 1 };
+  // The largest index a device may have. An index is kept in 16 bits, so
+  // that a Device takes 4 bytes and a TensorSpec 88 (every node holds one);
+  // ParseTargetDevice and the importer refuse a larger one.
+  static constexpr int32_t kMaxIndex = std::numeric_limits<int16_t>::max();
   Type type = Type::kCpu;
-  int32_t index = 0;
+  int16_t index = 0;
 
   static Device Cpu() { return Device{}; }
-  static Device Cuda(int32_t index) { return Device{Type::kCuda, index}; }
+  // `index` in [0, kMaxIndex].
+  static Device Cuda(int32_t index) {
+    return Device{Type::kCuda, static_cast<int16_t>(index)};
+  }
   bool is_host() const { return type == Type::kCpu; }
   std::string ToString() const;  // "cpu", "cuda:1"
   friend bool operator==(const Device&, const Device&) = default;

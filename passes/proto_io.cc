@@ -138,10 +138,22 @@ class SpecImporter {
       return Device::Cpu();
     }
     if (type == "cuda") {
-      if (p.index() < 0)
+      // An index out of range is reported; the device returned in its place
+      // keeps its sign (a Device holds 16 bits of index).
+      if (p.index() < 0) {
         diagnostics_.Error(codes::kBadDevice,
                            absl::StrCat("negative device index ", p.index()),
                            {where()});
+        return Device::Cuda(-1);
+      }
+      if (p.index() > Device::kMaxIndex) {
+        diagnostics_.Error(
+            codes::kBadDevice,
+            absl::StrCat("device index ", p.index(), " is over the largest, ",
+                         Device::kMaxIndex),
+            {where()});
+        return Device::Cuda(Device::kMaxIndex);
+      }
       return Device::Cuda(p.index());
     }
     diagnostics_.Error(

@@ -66,12 +66,12 @@ int MaxCudaIndex(const Program& program) {
   int max_index = -1;
   auto spec_device = [&](const TensorSpec& spec) {
     if (!spec.device.is_host())
-      max_index = std::max(max_index, spec.device.index);
+      max_index = std::max<int>(max_index, spec.device.index);
   };
   auto scan_method = [&](const Method& method) {
     for (const Arena& arena : method.arenas)
       if (!arena.device.is_host())
-        max_index = std::max(max_index, arena.device.index);
+        max_index = std::max<int>(max_index, arena.device.index);
     for (const Node& node : method.nodes) {
       if (node.result == ResultKind::kTensor) spec_device(node.tensor);
       for (const TensorSpec& spec : node.tuple) spec_device(spec);
@@ -80,7 +80,7 @@ int MaxCudaIndex(const Program& program) {
   for (const Method& method : program.methods) scan_method(method);
   for (const LoweredModule& module : program.modules) {
     if (!module.device().is_host())
-      max_index = std::max(max_index, module.device().index);
+      max_index = std::max<int>(max_index, module.device().index);
   }
   return max_index;
 }

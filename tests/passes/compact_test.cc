@@ -177,7 +177,9 @@ TEST(SharedTest, TheRegistrysSchemasAreShared) {
 // (docs/performance.md, "Memory per node").
 TEST(RareFieldsTest, TheIrRecordsKeepTheirSize) {
   EXPECT_LE(sizeof(Argument), 64u);
-  EXPECT_LE(sizeof(Node), 216u);
+  EXPECT_LE(sizeof(Node), 208u);
+  EXPECT_LE(sizeof(TensorSpec), 88u);
+  EXPECT_LE(sizeof(Device), 4u);
   EXPECT_LE(sizeof(MemoryPlacement), 24u);
 }
 

@@ -101,6 +101,15 @@ const ImportCase kCases[] = {
     {"UnknownDeviceType", codes::kBadDevice, "a",
      METHOD("nodes { name: \"a\" input { kind: USER_INPUT } tensor { dtype: "
             "F32 sizes: 2 device { type: \"tpu\" } } }" OUT("a"))},
+    {"NegativeDeviceIndex", codes::kBadDevice, "a",
+     METHOD(
+         "nodes { name: \"a\" input { kind: USER_INPUT } tensor { dtype: "
+         "F32 sizes: 2 device { type: \"cuda\" index: -65535 } } }" OUT("a"))},
+    // A Device keeps 16 bits of index (passes/ir.h, Device::kMaxIndex).
+    {"DeviceIndexOverTheLargest", codes::kBadDevice, "a",
+     METHOD(
+         "nodes { name: \"a\" input { kind: USER_INPUT } tensor { dtype: "
+         "F32 sizes: 2 device { type: \"cuda\" index: 32768 } } }" OUT("a"))},
     {"DuplicateModule", codes::kDuplicateModule, "mod",
      METHOD(IN("a") OUT(
          "a")) " modules { id: \"mod\" graph { name: \"mod\" " IN("x")

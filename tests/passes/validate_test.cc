@@ -692,14 +692,15 @@ TEST(ValidateTest, GetItemAndProgramDataMatchWhatTheyRead) {
 // ----------------------------------------------------------
 
 TEST(ValidateTest, TargetDevices) {
-  for (const char* accepted :
-       {"cuda:0", "cuda:1", "cpu", "CUDA:0", "Cuda:2", "cuda", ""}) {
+  for (const char* accepted : {"cuda:0", "cuda:1", "cpu", "CUDA:0", "Cuda:2",
+                               "cuda", "", "cuda:32767"}) {
     SCOPED_TRACE(accepted);
     Diagnostics diagnostics = ValidateText(DelegateProgram(accepted));
     EXPECT_THAT(diagnostics.items(), IsEmpty())
         << FormatDiagnosticsText(diagnostics, "test");
   }
-  for (const char* refused : {"tpu:0", "cuda:x", "cuda:-1", "cuda:"}) {
+  for (const char* refused : {"tpu:0", "cuda:x", "cuda:-1",
+                              "cuda:", "cuda:32768", "cuda:4294967296"}) {
     SCOPED_TRACE(refused);
     Diagnostic d = Only(ValidateText(DelegateProgram(refused)));
     EXPECT_EQ(d.code, codes::kBadTargetDevice);
