@@ -622,11 +622,15 @@ void MaxPoolPlane(const MaxPoolGeometry& geometry, const std::byte* x,
 }
 
 // Whether MaxPoolPlane serves this plane: adjacent input columns, and every
-// plane position and window offset within int32.
+// plane position and window offset within int32. The sizes and parameters
+// come from the request: each factor is bounded before it is multiplied.
 bool MaxPoolFitsRow(const MaxPoolGeometry& g) {
   constexpr int64_t kMax = std::numeric_limits<int32_t>::max() / 4;
-  return g.in_w == 1 && g.H * g.W < kMax && g.OW * g.p.sw < kMax &&
-         g.p.kw * g.p.dw + g.p.pw < kMax;
+  auto product_fits = [](int64_t a, int64_t b) {
+    return a < kMax && b < kMax && a * b < kMax;
+  };
+  return g.in_w == 1 && product_fits(g.H, g.W) && product_fits(g.OW, g.p.sw) &&
+         product_fits(g.p.kw, g.p.dw) && g.p.pw < kMax;
 }
 
 }  // namespace
