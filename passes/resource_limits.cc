@@ -4,10 +4,12 @@
 #include <limits>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 
 namespace ferry {
 namespace {
@@ -296,6 +298,35 @@ absl::StatusOr<int64_t> VerifyBytes(const Program& original,
         largest.subject.empty() ? std::string("program") : largest.subject,
         total.value(), limits.max_verify_bytes});
   return total.value();
+}
+
+absl::StatusOr<int64_t> ParseByteSize(absl::string_view text) {
+  text = absl::StripAsciiWhitespace(text);
+  struct Unit {
+    const char* suffix;
+    int64_t bytes;
+  };
+  static constexpr Unit kUnits[] = {{"KiB", int64_t{1} << 10},
+                                    {"MiB", int64_t{1} << 20},
+                                    {"GiB", int64_t{1} << 30},
+                                    {"kB", 1'000},
+                                    {"KB", 1'000},
+                                    {"MB", 1'000'000},
+                                    {"GB", 1'000'000'000},
+                                    {"B", 1}};
+  int64_t scale = 1;
+  for (const Unit& unit : kUnits) {
+    if (absl::ConsumeSuffix(&text, unit.suffix)) {
+      scale = unit.bytes;
+      break;
+    }
+  }
+  int64_t value = 0;
+  if (!absl::SimpleAtoi(text, &value) || value < 0 ||
+      value > std::numeric_limits<int64_t>::max() / scale) {
+    return absl::InvalidArgumentError("not a byte size");
+  }
+  return value * scale;
 }
 
 }  // namespace ferry

@@ -41,6 +41,11 @@ struct ResourceLimits {
 // Requests smaller than this count as this large for max_expansion.
 inline constexpr int64_t kExpansionFloorBytes = int64_t{1} << 20;
 
+// A limit as a flag or config value gives it: "1048576", "64KiB", "64MiB",
+// "1GiB", "10kB", "10MB", "1GB" (ferryd's configuration, the `ferry`
+// tool's --max-verify-bytes).
+absl::StatusOr<int64_t> ParseByteSize(absl::string_view text);
+
 // a * b, a + b; nullopt on overflow (or a negative operand).
 std::optional<int64_t> CheckedMul(int64_t a, int64_t b);
 std::optional<int64_t> CheckedAdd(int64_t a, int64_t b);

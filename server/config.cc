@@ -12,6 +12,7 @@
 #include "absl/strings/strip.h"
 #include "ferry/cli_args.h"
 #include "ferry/file.h"
+#include "passes/resource_limits.h"
 #include "server/redis_store.h"
 
 namespace ferry {
@@ -218,35 +219,6 @@ absl::StatusOr<std::chrono::milliseconds> ParseDuration(
     return absl::InvalidArgumentError("not a duration");
   }
   return std::chrono::milliseconds(static_cast<int64_t>(value * scale));
-}
-
-absl::StatusOr<int64_t> ParseByteSize(absl::string_view text) {
-  text = absl::StripAsciiWhitespace(text);
-  struct Unit {
-    const char* suffix;
-    int64_t bytes;
-  };
-  static constexpr Unit kUnits[] = {{"KiB", int64_t{1} << 10},
-                                    {"MiB", int64_t{1} << 20},
-                                    {"GiB", int64_t{1} << 30},
-                                    {"kB", 1'000},
-                                    {"KB", 1'000},
-                                    {"MB", 1'000'000},
-                                    {"GB", 1'000'000'000},
-                                    {"B", 1}};
-  int64_t scale = 1;
-  for (const Unit& unit : kUnits) {
-    if (absl::ConsumeSuffix(&text, unit.suffix)) {
-      scale = unit.bytes;
-      break;
-    }
-  }
-  int64_t value = 0;
-  if (!absl::SimpleAtoi(text, &value) || value < 0 ||
-      value > std::numeric_limits<int64_t>::max() / scale) {
-    return absl::InvalidArgumentError("not a byte size");
-  }
-  return value * scale;
 }
 
 absl::Status ApplyConfigText(absl::string_view text, absl::string_view origin,

@@ -116,8 +116,7 @@ std::string Usage();
 
 // "30s", "500ms", "2m", "1h"; a bare number is seconds.
 absl::StatusOr<std::chrono::milliseconds> ParseDuration(absl::string_view text);
-// "1048576", "64KiB", "64MiB", "1GiB", "10kB", "10MB", "1GB".
-absl::StatusOr<int64_t> ParseByteSize(absl::string_view text);
+// ParseByteSize (byte sizes, "64MiB"): passes/resource_limits.h.
 
 }  // namespace ferry
 

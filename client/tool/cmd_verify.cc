@@ -2,10 +2,13 @@
 // it with eager host execution of the original program (runtime/verify.h).
 // With --original ORIG, FILE is an already-lowered program and ORIG the
 // program it came from. With --server ADDR a ferryd lowers and verifies.
+#include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "client/tool/progress.h"
 #include "client/tool/remote.h"
 #include "client/tool/shared_options.h"
@@ -18,6 +21,7 @@
 #include "passes/pipeline.h"
 #include "passes/proto_io.h"
 #include "passes/report_io.h"
+#include "passes/resource_limits.h"
 #include "passes/validate.h"
 #include "runtime/ops/backend_ops.h"
 #include "runtime/verify.h"
@@ -29,6 +33,8 @@ namespace {
 std::string VerifyUsage() {
   return "usage: ferry verify [--device=auto|sim|cuda] [--seed N] "
          "[--report=text|json]\n"
+         "                    [--max-verify-bytes=BYTES] "
+         "[--max-tensor-bytes=BYTES]\n"
          "                    [--format=text|binary|json] [--original ORIG] "
          "[--inputs INPUTS] [--dump-outputs=OUT]\n"
          "                    [lowering options] [--server ADDR ...] FILE\n"
@@ -51,7 +57,11 @@ std::string VerifyUsage() {
          "Exit 0 when the outputs match, 1 on a mismatch, a runtime error or "
          "a compile\n"
          "error, 2 on usage or unreadable input, 3 when the device is not "
-         "available;\n'ferry --help' has every code.\n\n" +
+         "available;\n'ferry --help' has every code.\n"
+         "--max-verify-bytes (2GiB) bounds what both runs may allocate "
+         "together, and\n--max-tensor-bytes (1GiB) any one tensor, as "
+         "ferryd's flags of those names do\n(sizes like 4GiB or 500MB); "
+         "in-process only.\n\n" +
          ProgressFlagHelp() + LoweringFlagsHelp() + "\n" + RemoteFlagsHelp();
 }
 
@@ -81,6 +91,7 @@ int RunVerify(const Args& args) {
   std::string original_file, inputs_file, dump_file, device = "auto";
   std::string progress_mode = "auto";
   uint64_t seed = 0;
+  std::optional<int64_t> max_verify_bytes, max_tensor_bytes;
   CommandFlags flags("verify", VerifyUsage());
   flags.app().add_option_function<std::string>(
       "--seed", [&seed](const std::string& value) {
@@ -88,6 +99,23 @@ int RunVerify(const Args& args) {
           throw CLI::ValidationError("--seed needs an unsigned integer");
         }
       });
+  auto byte_size = [](const char* name, std::optional<int64_t>& field) {
+    return [name, &field](const std::string& value) {
+      absl::StatusOr<int64_t> bytes = ParseByteSize(value);
+      if (!bytes.ok() || *bytes < 1) {
+        throw CLI::ValidationError(
+            absl::StrCat(name,
+                         " needs a byte size such as 4GiB or 500MB, "
+                         "not '",
+                         value, "'"));
+      }
+      field = *bytes;
+    };
+  };
+  flags.app().add_option_function<std::string>(
+      "--max-verify-bytes", byte_size("--max-verify-bytes", max_verify_bytes));
+  flags.app().add_option_function<std::string>(
+      "--max-tensor-bytes", byte_size("--max-tensor-bytes", max_tensor_bytes));
   flags.app().add_option("--original", original_file);
   flags.app().add_option("--inputs", inputs_file);
   flags.app().add_option("--dump-outputs", dump_file);
@@ -99,6 +127,8 @@ int RunVerify(const Args& args) {
   VerifyOptions options;
   options.seed = seed;
   options.progress = progress.Stages();
+  if (max_verify_bytes) options.limits.max_verify_bytes = *max_verify_bytes;
+  if (max_tensor_bytes) options.limits.max_tensor_bytes = *max_tensor_bytes;
   if (device == "auto") {
     options.device = VerifyDevice::kAuto;
   } else if (device == "sim") {
@@ -124,6 +154,13 @@ int RunVerify(const Args& args) {
         stderr,
         "ferry verify: --inputs and --dump-outputs run in-process only "
         "(no --server)\n");
+    return kExitUsage;
+  }
+  if (remote.enabled() && (max_verify_bytes || max_tensor_bytes)) {
+    std::fprintf(stderr,
+                 "ferry verify: --max-verify-bytes and --max-tensor-bytes "
+                 "run in-process only;\na ferryd's limits are its own (ferry "
+                 "caps --server ADDR shows them)\n");
     return kExitUsage;
   }
   if (remote.enabled() && !original_file.empty()) {

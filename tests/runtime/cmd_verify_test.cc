@@ -74,6 +74,49 @@ TEST(CmdVerifyTest, UsageAndUnreadableInputExitTwo) {
   EXPECT_EQ(RunFerry("verify /nonexistent/x.textproto").exit_code, 2);
 }
 
+// The resource limits verification is held to are flags of the tool, as
+// they are of ferryd: A1 takes 1,408 bytes (both runs) and 64 per tensor.
+TEST(CmdVerifyTest, LimitsAreFlags) {
+  const std::string a1 =
+      " " + kSource + "/tests/conformance/A1_single_delegate/request.textproto";
+  auto with_stderr = [](const std::string& args) {
+    return testing_util::RunCommand(std::string(FERRY_TOOL) + " " + args +
+                                    " 2>&1");
+  };
+  ToolResult over =
+      with_stderr("verify --device=sim --max-verify-bytes=1kB" + a1);
+  EXPECT_EQ(over.exit_code, 1);
+  EXPECT_NE(over.out.find("verification needs 1408 bytes"), std::string::npos)
+      << over.out;
+  EXPECT_NE(over.out.find("over max_verify_bytes (1000)"), std::string::npos)
+      << over.out;
+  EXPECT_EQ(
+      RunFerry("verify --device=sim --max-verify-bytes=1408" + a1).exit_code,
+      0);
+  ToolResult tensor =
+      with_stderr("verify --device=sim --max-tensor-bytes 63" + a1);
+  EXPECT_EQ(tensor.exit_code, 1);
+  EXPECT_NE(tensor.out.find("needs 64 bytes, over max_tensor_bytes (63)"),
+            std::string::npos)
+      << tensor.out;
+  EXPECT_EQ(
+      RunFerry("verify --device=sim --max-tensor-bytes=64B" + a1).exit_code, 0);
+  ToolResult bad =
+      with_stderr("verify --device=sim --max-verify-bytes=lots" + a1);
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.out.find("--max-verify-bytes needs a byte size"),
+            std::string::npos)
+      << bad.out;
+  EXPECT_EQ(RunFerry("verify --device=sim --max-verify-bytes=0" + a1).exit_code,
+            2);
+  // A ferryd's limits are its own.
+  ToolResult remote =
+      with_stderr("verify --server 127.0.0.1:1 --max-verify-bytes=1GiB" + a1);
+  EXPECT_EQ(remote.exit_code, 2);
+  EXPECT_NE(remote.out.find("run in-process only"), std::string::npos)
+      << remote.out;
+}
+
 // Exit 3 with or without a GPU: no machine has a cuda:15.
 TEST(CmdVerifyTest, MissingDeviceExitsThree) {
   EXPECT_EQ(RunFerry("verify --device=cuda --tag-target=d0=cuda:15 " + kSource +

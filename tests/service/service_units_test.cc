@@ -15,6 +15,7 @@
 #include "ferry/digest.h"
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
+#include "passes/resource_limits.h"
 #include "server/config.h"
 #include "server/executor.h"
 #include "server/gpu_metrics.h"
