@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
 
 #include "runtime/host_kernels_internal.h"
 
@@ -276,6 +277,65 @@ absl::Status LogSoftmaxKernel(const KernelCall& call) {
   return SoftmaxLike(call, /*log=*/true);
 }
 
+namespace {
+
+// Partial sums per row in LayerNormRow: enough independent additions to
+// fill the vector lanes and hide the adder's latency.
+constexpr int64_t kNormLanes = 8;
+
+// One row of an f32 layer norm whose `n` normalized elements are adjacent,
+// as are the weight's and the bias's (either may be null): the general
+// loop's arithmetic (in double, each result rounded once when stored), with
+// the two sums split over kNormLanes partial sums so that the loops
+// vectorise. Returns mean and rstd.
+std::pair<double, double> LayerNormRow(const float* __restrict x, int64_t n,
+                                       const float* __restrict w,
+                                       const float* __restrict b, double eps,
+                                       float* __restrict y) {
+  const int64_t whole = n - n % kNormLanes;
+  double part[kNormLanes] = {};
+  for (int64_t i = 0; i < whole; i += kNormLanes)
+    for (int64_t l = 0; l < kNormLanes; ++l) part[l] += x[i + l];
+  double sum = 0;
+  for (double p : part) sum += p;
+  for (int64_t i = whole; i < n; ++i) sum += x[i];
+  const double mean = sum / static_cast<double>(n);
+  std::fill_n(part, kNormLanes, 0.0);
+  for (int64_t i = 0; i < whole; i += kNormLanes)
+    for (int64_t l = 0; l < kNormLanes; ++l) {
+      const double d = x[i + l] - mean;
+      part[l] += d * d;
+    }
+  double squares = 0;
+  for (double p : part) squares += p;
+  for (int64_t i = whole; i < n; ++i) {
+    const double d = x[i] - mean;
+    squares += d * d;
+  }
+  const double rstd = 1.0 / std::sqrt(squares / static_cast<double>(n) + eps);
+  if (w != nullptr && b != nullptr) {
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = static_cast<float>((x[i] - mean) * rstd * w[i] + b[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      double v = (x[i] - mean) * rstd;
+      if (w != nullptr) v *= w[i];
+      if (b != nullptr) v += b[i];
+      y[i] = static_cast<float>(v);
+    }
+  }
+  return {mean, rstd};
+}
+
+// Whether LayerNormRow serves an affine operand: absent, or f32 laid out
+// as the normalized dims.
+bool IsDenseF32Like(const TensorView& t, const TensorView& like) {
+  return t.data == nullptr ||
+         (t.dtype == DType::kF32 && t.sizes == like.sizes && t.IsContiguous());
+}
+
+}  // namespace
+
 // native_layer_norm(input, normalized_shape, weight?, bias?, eps)
 //   -> (out, mean, rstd); mean/rstd have the input's leading sizes and 1s.
 absl::Status NativeLayerNormKernel(const KernelCall& call) {
@@ -326,12 +386,26 @@ absl::Status NativeLayerNormKernel(const KernelCall& call) {
   const DimVector b_strides =
       b.data ? BroadcastByteStrides(b, in_inner.sizes) : DimVector(k, 0);
   std::byte zero_bytes[8] = {};
+  // f32 rows of adjacent elements: LayerNormRow.
+  const bool rows = ic == DType::kF32 && oc == DType::kF32 &&
+                    in_inner.IsContiguous() && out_inner.IsContiguous() &&
+                    IsDenseF32Like(w, in_inner) && IsDenseF32Like(b, in_inner);
   StridedLoop<4>(
       in_outer.sizes,
       {in_outer.bytes(), out_outer.bytes(), stats[0].bytes(), stats[1].bytes()},
       {OwnByteStrides(in_outer), OwnByteStrides(out_outer),
        OwnByteStrides(stats[0]), OwnByteStrides(stats[1])},
       [&](const std::array<std::byte*, 4>& p) {
+        if (rows) {
+          const auto [mean, rstd] =
+              LayerNormRow(reinterpret_cast<const float*>(p[0]),
+                           in_inner.numel(), static_cast<const float*>(w.data),
+                           static_cast<const float*>(b.data), eps,
+                           reinterpret_cast<float*>(p[1]));
+          element::StoreDouble(stats[0].dtype, p[2], mean);
+          element::StoreDouble(stats[1].dtype, p[3], rstd);
+          return;
+        }
         double sum = 0;
         StridedLoop<1>(in_inner.sizes, {p[0]}, {in_inner_strides},
                        [&](const std::array<std::byte*, 1>& q) {

@@ -57,6 +57,25 @@ void Project(const T* x, int64_t rows, int64_t e, const T* w, const T* bias,
       for (int64_t i = 0; i < e; ++i) y[r * e + i] += bias[i];
 }
 
+// Softmax of one row of scores in place. NaNs are passed over when looking
+// for the maximum (and then make every result NaN); a row with every score
+// -inf (every key masked) gives zeros. Each step is a loop of its own, so
+// that the maximum and the sum stay in registers and the exponentials are
+// not held up by them; the sum is added in order.
+template <typename T>
+void SoftmaxInPlace(T* row, int64_t n) {
+  T best = -std::numeric_limits<T>::infinity();
+  for (int64_t s = 0; s < n; ++s) best = row[s] > best ? row[s] : best;
+  if (best == -std::numeric_limits<T>::infinity()) {
+    std::fill(row, row + n, T(0));
+    return;
+  }
+  for (int64_t s = 0; s < n; ++s) row[s] = std::exp(row[s] - best);
+  T sum = 0;
+  for (int64_t s = 0; s < n; ++s) sum += row[s];
+  for (int64_t s = 0; s < n; ++s) row[s] /= sum;
+}
+
 template <typename T>
 absl::Status Attention(const KernelCall& call) {
   const TensorView& query = call.args[0].tensor;
@@ -110,19 +129,10 @@ absl::Status Attention(const KernelCall& call) {
              E, scores.data(), S, T_, S, dh);
       for (int64_t t = 0; t < T_; ++t) {
         T* row = scores.data() + t * S;
-        T best = -std::numeric_limits<T>::infinity();
-        for (int64_t s = 0; s < S; ++s) {
-          if (masked(bi, t, s)) row[s] = -std::numeric_limits<T>::infinity();
-          best = std::max(best, row[s]);
-        }
-        if (best == -std::numeric_limits<T>::infinity()) {
-          std::fill(row, row + S, T(0));
-          continue;
-        }
-        T sum = 0;
-        for (int64_t s = 0; s < S; ++s)
-          sum += (row[s] = std::exp(row[s] - best));
-        for (int64_t s = 0; s < S; ++s) row[s] /= sum;
+        if (mask.is_tensor())
+          for (int64_t s = 0; s < S; ++s)
+            if (masked(bi, t, s)) row[s] = -std::numeric_limits<T>::infinity();
+        SoftmaxInPlace(row, S);
       }
       if (weights_out) {
         T* dst = weights.data() + (average ? bi : bi * H + h) * T_ * S;

@@ -653,6 +653,49 @@ TEST(HostKernelsTest, AddmmBmmLinear) {
   }
 }
 
+// Products of more than kBlockMultiplyAdds (2^26) multiply-adds go to BLAS in
+// blocks, of columns when A is the smaller operand and of rows otherwise
+// (host_kernels_linalg.cc, GemmBlas), with operands read as they are or
+// transposed. Small integers keep every sum exact in f32, so the result is
+// compared with the plain sum, computed here in int64.
+TEST(HostKernelsTest, MmInBlocksOfColumnsAndOfRows) {
+  struct Shape {
+    int64_t m, n, k;
+    bool a_transposed, b_transposed;
+  };
+  // 8 x 4096 x 2100 and 4096 x 8 x 2100: 68.8M multiply-adds, two blocks.
+  for (const Shape& s :
+       {Shape{8, 4096, 2100, false, true}, Shape{8, 4096, 2100, true, false},
+        Shape{4096, 8, 2100, true, false}, Shape{4096, 8, 2100, false, true}}) {
+    auto a_at = [](int64_t i, int64_t k) { return (i + 2 * k) % 3 - 1; };
+    auto b_at = [](int64_t k, int64_t j) { return (k * j + k) % 5 - 2; };
+    std::vector<double> a(s.m * s.k), b(s.k * s.n), expected(s.m * s.n, 0);
+    for (int64_t i = 0; i < s.m; ++i)
+      for (int64_t k = 0; k < s.k; ++k) a[i * s.k + k] = a_at(i, k);
+    for (int64_t k = 0; k < s.k; ++k)
+      for (int64_t j = 0; j < s.n; ++j) b[k * s.n + j] = b_at(k, j);
+    for (int64_t i = 0; i < s.m; ++i)
+      for (int64_t j = 0; j < s.n; ++j) {
+        int64_t sum = 0;
+        for (int64_t k = 0; k < s.k; ++k) sum += a_at(i, k) * b_at(k, j);
+        expected[i * s.n + j] = static_cast<double>(sum);
+      }
+    // Transposed: stored column by column (BLAS "T").
+    OwnedTensor at = s.a_transposed
+                         ? MakeStrided(DType::kF32, {s.m, s.k}, {1, s.m}, 0, a)
+                         : MakeTensor(DType::kF32, {s.m, s.k}, a);
+    OwnedTensor bt = s.b_transposed
+                         ? MakeStrided(DType::kF32, {s.k, s.n}, {1, s.k}, 0, b)
+                         : MakeTensor(DType::kF32, {s.k, s.n}, b);
+    OwnedTensor out = MakeOutput(DType::kF32, {s.m, s.n});
+    ASSERT_TRUE(
+        RunKernel("aten::mm", {TensorArg(at), TensorArg(bt)}, {&out}).ok());
+    EXPECT_EQ(Values(out.view), expected)
+        << s.m << "x" << s.n << "x" << s.k << (s.a_transposed ? " A^T" : "")
+        << (s.b_transposed ? " B^T" : "");
+  }
+}
+
 TEST(HostKernelsTest, AddmmWithBetaZeroIgnoresSelf) {
   OwnedTensor self = MakeTensor(DType::kF32, {2, 2}, {NAN, NAN, NAN, NAN});
   OwnedTensor a = MakeTensor(DType::kF32, {2, 3}, kA);
