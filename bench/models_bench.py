@@ -26,6 +26,7 @@ Usage (after scripts/setup or scripts/test):
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -163,6 +164,7 @@ def main():
     finally:
         ferryd.terminate()
         ferryd.wait(timeout=30)
+        shutil.rmtree(work, ignore_errors=True)  # the exports: ~350 MB each
 
 
 if __name__ == "__main__":

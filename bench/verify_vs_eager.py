@@ -27,12 +27,14 @@ on CPUs it does not know, runtime/host_kernels_linalg.cc).
 
 Usage (after scripts/setup or scripts/test built build/):
   bench/verify_vs_eager.py [--runs N] [--models resnet18,mobilenet_v2,vit_b_16]
-                           [--threads N] [--ferry PATH]
+                           [--threads N] [--ferry PATH] [--max-verify-bytes B]
 --ferry runs another build's tool (default: build/bin/ferry), e.g. to compare
-two builds on the same exported model.
+two builds on the same exported model. --max-verify-bytes passes the tool's
+flag of that name: vit_b_16 needs 4GiB (its estimate is 2.6 GB).
 """
 import argparse
 import os
+import shutil
 import re
 import statistics
 import subprocess
@@ -63,12 +65,13 @@ def run(cmd, env=None):
     return done
 
 
-def ferry_verify(tool, path, inputs, env):
+def ferry_verify(tool, path, inputs, env, limit=None):
     """One `ferry verify` on sim: (eager_run ms, lowered_run ms, wall ms,
-    OpenBLAS core)."""
+    OpenBLAS core). `limit`: its --max-verify-bytes, where given."""
     start = time.perf_counter()
+    extra = [f"--max-verify-bytes={limit}"] if limit else []
     done = run([tool, "verify", "--partitioner=capability", "--device=sim",
-                "--progress=always", "--inputs", inputs, path], env)
+                "--progress=always", *extra, "--inputs", inputs, path], env)
     wall = (time.perf_counter() - start) * 1000
     steps = {name: float(ms) for name, ms in STEP.findall(done.stderr)}
     if set(steps) != {"eager_run", "lowered_run"}:
@@ -87,6 +90,9 @@ def main():
                              "torch.get_num_threads())")
     parser.add_argument("--ferry", default=FERRY,
                         help="the ferry tool to run (default: %(default)s)")
+    parser.add_argument("--max-verify-bytes",
+                        help="ferry verify's limit (e.g. 4GiB: vit_b_16's "
+                             "estimate is over the 2GiB default)")
     args = parser.parse_args()
     runs = max(1, min(args.runs, 100))
     import torch
@@ -102,34 +108,39 @@ def main():
     print(f"{'model':14} {'torch eager':>12} {'ferry eager_run':>16}"
           f" {'lowered_run':>12} {'both':>8} {'ratio':>6} {'per run':>8}"
           f" {'verify wall':>12}  openblas")
-    for name in args.models.split(","):
-        spec = MODELS[name]
-        path, inputs_path = models_bench.export_with_inputs(name, work)
-        model, _ = cli.load_model(spec[0])
-        model.eval()
-        shapes = [cli.parse_input(spec[i + 1]) for i in range(1, len(spec), 2)]
-        inputs = cli.make_inputs(shapes, 0)
-        torch_ms, eager, lowered, both, wall = [], [], [], [], []
-        core = "?"
-        with torch.no_grad():
-            model(*inputs)  # warm-up
-            for _ in range(runs):
-                start = time.perf_counter()
-                model(*inputs)
-                torch_ms.append((time.perf_counter() - start) * 1000)
-                e, lo, w, core = ferry_verify(args.ferry, path, inputs_path,
-                                              env)
-                eager.append(e)
-                lowered.append(lo)
-                both.append(e + lo)
-                wall.append(w)
-        p50 = {k: statistics.median(v) for k, v in
-               (("torch", torch_ms), ("eager", eager), ("lowered", lowered),
-                ("both", both), ("wall", wall))}
-        ratio = p50["both"] / p50["torch"]
-        print(f"{name:14} {p50['torch']:>12.1f} {p50['eager']:>16.1f}"
-              f" {p50['lowered']:>12.1f} {p50['both']:>8.1f} {ratio:>6.2f}"
-              f" {ratio / 2:>8.2f} {p50['wall']:>12.0f}  {core}")
+    try:
+        for name in args.models.split(","):
+            spec = MODELS[name]
+            path, inputs_path = models_bench.export_with_inputs(name, work)
+            model, _ = cli.load_model(spec[0])
+            model.eval()
+            shapes = [cli.parse_input(spec[i + 1])
+                      for i in range(1, len(spec), 2)]
+            inputs = cli.make_inputs(shapes, 0)
+            torch_ms, eager, lowered, both, wall = [], [], [], [], []
+            core = "?"
+            with torch.no_grad():
+                model(*inputs)  # warm-up
+                for _ in range(runs):
+                    start = time.perf_counter()
+                    model(*inputs)
+                    torch_ms.append((time.perf_counter() - start) * 1000)
+                    e, lo, w, core = ferry_verify(args.ferry, path, inputs_path,
+                                                  env, args.max_verify_bytes)
+                    eager.append(e)
+                    lowered.append(lo)
+                    both.append(e + lo)
+                    wall.append(w)
+            p50 = {k: statistics.median(v) for k, v in
+                   (("torch", torch_ms), ("eager", eager), ("lowered", lowered),
+                    ("both", both), ("wall", wall))}
+            ratio = p50["both"] / p50["torch"]
+            print(f"{name:14} {p50['torch']:>12.1f} {p50['eager']:>16.1f}"
+                  f" {p50['lowered']:>12.1f} {p50['both']:>8.1f} {ratio:>6.2f}"
+                  f" {ratio / 2:>8.2f} {p50['wall']:>12.0f}  {core}")
+
+    finally:
+        shutil.rmtree(work, ignore_errors=True)  # the exports
 
 
 if __name__ == "__main__":
