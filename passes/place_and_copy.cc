@@ -49,7 +49,10 @@
 // PlaceAndCopy, is at the bottom.
 #include "passes/place_and_copy.h"
 
+#include <algorithm>
+#include <charconv>
 #include <deque>
+#include <iterator>
 #include <memory>
 #include <string_view>
 
@@ -73,17 +76,44 @@ Device DelegateDevice(const ProgramIndex& index, const Node& delegate) {
 
 namespace {
 
-// Appends "cpu" or "cuda<index>" (a copy's name suffix).
-void AppendDeviceTag(Device d, std::string* out) {
-  if (d.is_host())
-    absl::StrAppend(out, "cpu");
-  else
-    absl::StrAppend(out, "cuda", d.index);
-}
-
 // Every copy name contains this, so only names containing it can collide
 // with one.
 constexpr char kCopyInfix[] = "_to_";
+
+// A decimal number, written where `out` points, which has room for it;
+// returns the end.
+char* WriteDecimal(int64_t value, char* out, char* end) {
+  return std::to_chars(out, end, value).ptr;
+}
+
+// The suffix of a copy's name: "_to_cpu", "_to_cuda<index>", and
+// "_v<version>" after host writes. Written into a buffer, so that the whole
+// name is sized once (copies are many: one allocation each, no more).
+class CopySuffix {
+ public:
+  CopySuffix(Device d, int32_t version) {
+    char* out = buffer_;
+    char* const end = buffer_ + sizeof(buffer_);
+    out = std::copy_n(kCopyInfix, sizeof(kCopyInfix) - 1, out);
+    if (d.is_host()) {
+      out = std::copy_n("cpu", 3, out);
+    } else {
+      out = std::copy_n("cuda", 4, out);
+      out = WriteDecimal(d.index, out, end);
+    }
+    if (version > 0) {
+      out = std::copy_n("_v", 2, out);
+      out = WriteDecimal(version, out, end);
+    }
+    size_ = out - buffer_;
+  }
+  std::string_view view() const { return {buffer_, size_}; }
+
+ private:
+  // "_to_cuda" and "_v", and two numbers of at most 20 digits and a sign.
+  char buffer_[64];
+  size_t size_ = 0;
+};
 
 // The value a read of `v` stands for: the storage root when `v` has the
 // root's layout (the root itself, a getitem, an in-place result), else the
@@ -436,11 +466,9 @@ class CoherenceWalk {
   absl::StatusOr<ValueId> MakeHostCopy(ValueId v, ValueId root) {
     const ValueId source = Resident(v, root);
     FERRY_RET_CHECK(source.node >= 0 && source.node < n_);
-    std::string name;
-    AppendName(source, &name);
-    name.append(kCopyInfix).append("cpu");
     absl::StatusOr<ValueId> copy =
-        MakeCopy(/*to_host=*/true, source, Device::Cpu(), std::move(name),
+        MakeCopy(/*to_host=*/true, source, Device::Cpu(),
+                 CopyName(source, CopySuffix(Device::Cpu(), 0)),
                  /*anchor=*/source.node);
     if (!copy.ok()) return copy.status();
     host_copy_[slots_.Of(root)] = *copy;
@@ -463,13 +491,10 @@ class CoherenceWalk {
     absl::StatusOr<ValueId> source = HostValue(v);
     if (!source.ok()) return source.status();
     const bool whole = IsWhole(v, root);
-    std::string name;
-    AppendName(whole ? homes_.Origin(root) : v, &name);
-    name.append(kCopyInfix);
-    AppendDeviceTag(d, &name);
-    if (version > 0) absl::StrAppend(&name, "_v", version);
-    absl::StatusOr<ValueId> copy =
-        MakeCopy(/*to_host=*/false, *source, d, std::move(name), reader);
+    absl::StatusOr<ValueId> copy = MakeCopy(
+        /*to_host=*/false, *source, d,
+        CopyName(whole ? homes_.Origin(root) : v, CopySuffix(d, version)),
+        reader);
     if (!copy.ok()) return copy.status();
     if (root.element < 0 && IsProgramDataNode(method_.nodes[root.node])) {
       if (options_.at_load && version == 0)
@@ -519,17 +544,29 @@ class CoherenceWalk {
     while (token.node >= n_) token = walked_.copies[token.node - n_].source;
     return method_.Spec(token);
   }
-  // Appends the name of `token`: a node's, "node_e" for element e, or a
-  // copy's (made unique first).
-  void AppendName(ValueId token, std::string* out) {
+  // The name of a copy of `token` before it is made unique: the name of
+  // `token` (a node's, "node_e" for element e, or a copy's, made unique
+  // first), then `suffix`. Sized once.
+  std::string CopyName(ValueId token, const CopySuffix& suffix) {
+    std::string_view base;
+    char element[24];
+    size_t element_size = 0;
     if (token.node >= n_) {
       ResolveNames();
-      out->append(walked_.names[token.node - n_]);
-      return;
+      base = walked_.names[token.node - n_];
+    } else {
+      base = method_.nodes[token.node].name;
+      if (token.element >= 0) {
+        element[0] = '_';
+        element_size =
+            WriteDecimal(token.element, element + 1, std::end(element)) -
+            element;
+      }
     }
-    const Node& node = method_.nodes[token.node];
-    out->append(node.name);
-    if (token.element >= 0) absl::StrAppend(out, "_", token.element);
+    std::string name;
+    name.reserve(base.size() + element_size + suffix.view().size());
+    name.append(base).append(element, element_size).append(suffix.view());
+    return name;
   }
   // Makes the names of the copies made since the last call unique, in the
   // order made: each keeps its base name, or gets base_1, base_2, ... when a

@@ -91,6 +91,54 @@ TEST(PlaceAndCopy, ACopyNameTakenByANodeOrAnEarlierCopyGetsTheNextSuffix) {
   EXPECT_EQ(ArgsOf(m, "delegate_d0"), "x_to_cuda0_2");
 }
 
+// A tuple element read without a getitem is named "node_e" in its copy's
+// name, and that name can equal another node's copy name: the later copy
+// takes the next suffix.
+TEST(PlaceAndCopy, AnElementsCopyIsNamedAfterNodeAndIndex) {
+  const std::string tensor = "tensor { dtype: F32 sizes: [4, 4] }";
+  const std::string element = "elements { dtype: F32 sizes: [4, 4] }";
+  auto module = [&](const std::string& id, bool tuple) {
+    return absl::StrCat(
+        "modules { id: \"", id, "\" backend: \"FerryCudaBackend\" ",
+        "compile_specs { key: \"target_device\" value: \"cuda:0\" } ",
+        "graph { name: \"", id, "\" ",
+        "nodes { name: \"x\" input { kind: USER_INPUT } ", tensor, " } ",
+        "nodes { name: \"s\" call { op: \"aten::sin\" args { value: \"x\" ",
+        "} } ", tensor, " } ",
+        "nodes { name: \"c\" call { op: \"aten::cos\" args { value: \"x\" ",
+        "} } ", tensor, " } ",
+        "nodes { name: \"out\" output { values { value: \"s\" } ",
+        tuple ? "values { value: \"c\" } " : "", "} } } ",
+        "input_layouts { dtype: F32 sizes: [4, 4] } ",
+        "returns_tuple: ", tuple ? "true" : "false", " }");
+  };
+  const std::string text = absl::StrCat(
+      "methods { name: \"f\" ",
+      "nodes { name: \"a\" input { kind: USER_INPUT } ", tensor, " } ",
+      // d returns two tensors on cuda:0; d_1 one.
+      "nodes { name: \"d\" delegate { module: \"m0\" args { value: \"a\" ",
+      "} } tuple { ", element, " ", element, " } } ",
+      "nodes { name: \"d_1\" delegate { module: \"m1\" args { value: ",
+      "\"a\" } } ", tensor, " } ",
+      // Host readers of d's element 1 (no getitem) and of d_1.
+      "nodes { name: \"h\" call { op: \"aten::exp\" args { element { ",
+      "node: \"d\" index: 1 } } } ", tensor, " } ",
+      "nodes { name: \"k\" call { op: \"aten::exp\" args { value: ",
+      "\"d_1\" } } ", tensor, " } ",
+      "nodes { name: \"output\" output { values { value: \"h\" } ",
+      "values { value: \"k\" } } } } ", module("m0", /*tuple=*/true),
+      module("m1", /*tuple=*/false));
+  Placed r = Place(text, "");
+  ASSERT_FALSE(r.diagnostics.HasErrors());
+  const Method& m = r.program.methods[0];
+  EXPECT_EQ(NodeNames(m),
+            "a a_to_cuda0 d d_1_to_cpu d_1 d_1_to_cpu_1 h k output");
+  EXPECT_EQ(ArgsOf(m, "d_1_to_cpu"), "d[1]");
+  EXPECT_EQ(ArgsOf(m, "d_1_to_cpu_1"), "d_1");
+  EXPECT_EQ(ArgsOf(m, "h"), "d_1_to_cpu");
+  EXPECT_EQ(ArgsOf(m, "k"), "d_1_to_cpu_1");
+}
+
 // A copy node's target is the registry's name of its copy operator, shared
 // rather than spelt out again for every copy.
 TEST(PlaceAndCopy, ACopysTargetIsTheRegistrysName) {
