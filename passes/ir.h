@@ -444,6 +444,8 @@ struct LoweredWith {
 
 struct Method {
   std::string name;
+  // Their names are unique: import refuses a duplicate, and the passes that
+  // add nodes name them so (place_and_copy's copy names rely on it).
   std::vector<Node> nodes;
   std::vector<Arena> arenas;
   // Set on the methods of a lowered program; nullopt when not recorded.

@@ -468,7 +468,7 @@ class CoherenceWalk {
     FERRY_RET_CHECK(source.node >= 0 && source.node < n_);
     absl::StatusOr<ValueId> copy =
         MakeCopy(/*to_host=*/true, source, Device::Cpu(),
-                 CopyName(source, CopySuffix(Device::Cpu(), 0)),
+                 CopyName(source, /*view=*/false, CopySuffix(Device::Cpu(), 0)),
                  /*anchor=*/source.node);
     if (!copy.ok()) return copy.status();
     host_copy_[slots_.Of(root)] = *copy;
@@ -493,7 +493,8 @@ class CoherenceWalk {
     const bool whole = IsWhole(v, root);
     absl::StatusOr<ValueId> copy = MakeCopy(
         /*to_host=*/false, *source, d,
-        CopyName(whole ? homes_.Origin(root) : v, CopySuffix(d, version)),
+        CopyName(whole ? homes_.Origin(root) : v, /*view=*/!whole,
+                 CopySuffix(d, version)),
         reader);
     if (!copy.ok()) return copy.status();
     if (root.element < 0 && IsProgramDataNode(method_.nodes[root.node])) {
@@ -546,8 +547,10 @@ class CoherenceWalk {
   }
   // The name of a copy of `token` before it is made unique: the name of
   // `token` (a node's, "node_e" for element e, or a copy's, made unique
-  // first), then `suffix`. Sized once.
-  std::string CopyName(ValueId token, const CopySuffix& suffix) {
+  // first), then `suffix`. Sized once. `view`: `token` is read with a
+  // layout other than its storage's.
+  std::string CopyName(ValueId token, bool view, const CopySuffix& suffix) {
+    NameCopyAfter(token, view);
     std::string_view base;
     char element[24];
     size_t element_size = 0;
@@ -574,10 +577,27 @@ class CoherenceWalk {
   // until it needs a copy's final name): the set of taken names is large and
   // is probed at random, and inserts in a row, each fetched ahead, wait far
   // less on memory than one insert between every two copies' other work.
+  //
+  // Usually no name can be taken, and the set is not needed: when no node's
+  // name contains kCopyInfix and every copy is named after a node that names
+  // one storage (NameCopyAfter). A copy's name is then its node's name,
+  // which has no kCopyInfix, then a suffix whose last kCopyInfix is its
+  // first: so two equal copy names would mean one node, one device and one
+  // version, which the walk gives one copy (node names are unique in a
+  // method: import refuses duplicates, and the passes that add nodes keep
+  // them so). No node's name can equal a copy's, which has kCopyInfix.
   void ResolveNames() {
     constexpr size_t kAhead = 8;
     NoteTakenNames(n_);
     const size_t made = walked_.names.size();
+    if (names_.empty() && !names_may_collide_) {
+      resolved_names_ = made;  // each keeps its base name
+      return;
+    }
+    // The copies named without the set (on an earlier call) are unique:
+    // they take their places in it first.
+    for (; in_set_ < resolved_names_; ++in_set_)
+      names_.insert(walked_.names[in_set_]);
     names_.reserve(names_.size() + (made - resolved_names_));
     for (size_t c = resolved_names_; c < made; ++c) {
       if (c + kAhead < made) names_.prefetch(walked_.names[c + kAhead]);
@@ -592,7 +612,20 @@ class CoherenceWalk {
         if (names_.insert(name).second) break;
       }
     }
-    resolved_names_ = made;
+    resolved_names_ = in_set_ = made;
+  }
+
+  // Notes that a copy is named after `token`: a copy whose name could equal
+  // another copy's without a node's name containing kCopyInfix turns the set
+  // of taken names on (ResolveNames). That is a copy named after a tuple
+  // element ("node_e" can be a node's name), after another copy, or after a
+  // getitem read with a layout of its own (`view`): the getitem can also be
+  // the name of its whole storage (Homes::Origin), which gets copies of its
+  // own.
+  void NameCopyAfter(ValueId token, bool view) {
+    if (token.node >= n_ || token.element >= 0 ||
+        (view && method_.nodes[token.node].kind == NodeKind::kGetItem))
+      names_may_collide_ = true;
   }
 
   // Adds the names of nodes [noted_names_, end) that a copy's could equal:
@@ -715,10 +748,13 @@ class CoherenceWalk {
   const int32_t n_;
   Walked walked_;
   // The names of nodes [0, noted_names_) that could collide with a copy's,
-  // and the names of the copies [0, resolved_names_).
+  // and the names of the copies [0, in_set_). Copies [0, resolved_names_)
+  // have their final names.
   absl::flat_hash_set<absl::string_view> names_;
   int32_t noted_names_ = 0;
   size_t resolved_names_ = 0;
+  size_t in_set_ = 0;
+  bool names_may_collide_ = false;  // NameCopyAfter
   std::vector<int32_t> version_;    // per slot: host writes so far
   std::vector<ValueId> host_copy_;  // per slot: the D2H made, or invalid
   std::vector<int32_t> first_device_copy_;  // per slot: into device_copies_

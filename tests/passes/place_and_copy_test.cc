@@ -139,6 +139,57 @@ TEST(PlaceAndCopy, AnElementsCopyIsNamedAfterNodeAndIndex) {
   EXPECT_EQ(ArgsOf(m, "k"), "d_1_to_cpu_1");
 }
 
+// A getitem read with a layout of its own is copied as a view, named after
+// the getitem; the getitem also names its whole storage, whose copy to the
+// same device would have the same name: the later copy takes the next suffix.
+TEST(PlaceAndCopy, AGetitemsViewAndItsStorageHaveCopiesOfTheirOwn) {
+  const std::string tensor = "tensor { dtype: F32 sizes: [4, 4] }";
+  auto module = [&](const std::string& id, const std::string& device) {
+    return absl::StrCat(
+        "modules { id: \"", id, "\" backend: \"FerryCudaBackend\" ",
+        "compile_specs { key: \"target_device\" value: \"", device, "\" } ",
+        "graph { name: \"", id, "\" ",
+        "nodes { name: \"x\" input { kind: USER_INPUT } ", tensor, " } ",
+        "nodes { name: \"s\" call { op: \"aten::sin\" args { value: \"x\" ",
+        "} } ", tensor, " } ",
+        "nodes { name: \"out\" output { values { value: \"s\" } } } } ",
+        "input_layouts { dtype: F32 sizes: [4, 4] } returns_tuple: true }");
+  };
+  auto delegate = [&](const std::string& name, const std::string& id,
+                      const std::string& arg) {
+    return absl::StrCat("nodes { name: \"", name, "\" delegate { module: \"",
+                        id, "\" args { value: \"", arg,
+                        "\" } } tuple { elements { dtype: F32 sizes: [4, 4] } "
+                        "} } ");
+  };
+  const std::string text = absl::StrCat(
+      "methods { name: \"f\" ",
+      "nodes { name: \"a\" input { kind: USER_INPUT } ", tensor, " } ",
+      delegate("d", "m0", "a"),
+      // g names d's result (it comes first) with strides of its own; g2 with
+      // its layout.
+      "nodes { name: \"g\" getitem { source: \"d\" } tensor { dtype: F32 ",
+      "sizes: [4, 4] strides: [1, 4] } } ",
+      "nodes { name: \"g2\" getitem { source: \"d\" } ", tensor, " } ",
+      // On cuda:1, e1 reads the storage whole, e2 the view.
+      delegate("e1", "m1", "g2"), delegate("e2", "m1", "g"),
+      "nodes { name: \"y1\" getitem { source: \"e1\" } ", tensor, " } ",
+      "nodes { name: \"y2\" getitem { source: \"e2\" } ", tensor, " } ",
+      "nodes { name: \"output\" output { values { value: \"y1\" } ",
+      "values { value: \"y2\" } } } } ", module("m0", "cuda:0"),
+      module("m1", "cuda:1"));
+  Placed r = Place(text, "", /*validated=*/false);
+  ASSERT_FALSE(r.diagnostics.HasErrors());
+  const Method& m = r.program.methods[0];
+  EXPECT_EQ(NodeNames(m),
+            "a a_to_cuda0 d g g2 g2_to_cpu g_to_cuda1 e1 g_to_cuda1_1 e2 y1 "
+            "y1_to_cpu y2 y2_to_cpu output");
+  EXPECT_EQ(ArgsOf(m, "e1"), "g_to_cuda1");
+  EXPECT_EQ(ArgsOf(m, "g_to_cuda1"), "g2_to_cpu");
+  EXPECT_EQ(ArgsOf(m, "e2"), "g_to_cuda1_1");
+  EXPECT_EQ(ArgsOf(m, "g_to_cuda1_1"), "g");
+}
+
 // A copy node's target is the registry's name of its copy operator, shared
 // rather than spelt out again for every copy.
 TEST(PlaceAndCopy, ACopysTargetIsTheRegistrysName) {
