@@ -91,27 +91,31 @@ TEST(PlaceAndCopy, ACopyNameTakenByANodeOrAnEarlierCopyGetsTheNextSuffix) {
   EXPECT_EQ(ArgsOf(m, "delegate_d0"), "x_to_cuda0_2");
 }
 
+// A lowered module `id` on `device` whose one 4x4 input x gives sin(x), and
+// cos(x) when `results` is 2; `tuple`: it returns a tuple.
+std::string ModuleText(const std::string& id, const std::string& device,
+                       int results, bool tuple) {
+  const std::string tensor = "tensor { dtype: F32 sizes: [4, 4] }";
+  return absl::StrCat(
+      "modules { id: \"", id, "\" backend: \"FerryCudaBackend\" ",
+      "compile_specs { key: \"target_device\" value: \"", device, "\" } ",
+      "graph { name: \"", id, "\" ",
+      "nodes { name: \"x\" input { kind: USER_INPUT } ", tensor, " } ",
+      "nodes { name: \"s\" call { op: \"aten::sin\" args { value: \"x\" } } ",
+      tensor, " } ",
+      "nodes { name: \"c\" call { op: \"aten::cos\" args { value: \"x\" } } ",
+      tensor, " } ", "nodes { name: \"out\" output { values { value: \"s\" } ",
+      results == 2 ? "values { value: \"c\" } " : "", "} } } ",
+      "input_layouts { dtype: F32 sizes: [4, 4] } ",
+      "returns_tuple: ", tuple ? "true" : "false", " }");
+}
+
 // A tuple element read without a getitem is named "node_e" in its copy's
 // name, and that name can equal another node's copy name: the later copy
 // takes the next suffix.
 TEST(PlaceAndCopy, AnElementsCopyIsNamedAfterNodeAndIndex) {
   const std::string tensor = "tensor { dtype: F32 sizes: [4, 4] }";
   const std::string element = "elements { dtype: F32 sizes: [4, 4] }";
-  auto module = [&](const std::string& id, bool tuple) {
-    return absl::StrCat(
-        "modules { id: \"", id, "\" backend: \"FerryCudaBackend\" ",
-        "compile_specs { key: \"target_device\" value: \"cuda:0\" } ",
-        "graph { name: \"", id, "\" ",
-        "nodes { name: \"x\" input { kind: USER_INPUT } ", tensor, " } ",
-        "nodes { name: \"s\" call { op: \"aten::sin\" args { value: \"x\" ",
-        "} } ", tensor, " } ",
-        "nodes { name: \"c\" call { op: \"aten::cos\" args { value: \"x\" ",
-        "} } ", tensor, " } ",
-        "nodes { name: \"out\" output { values { value: \"s\" } ",
-        tuple ? "values { value: \"c\" } " : "", "} } } ",
-        "input_layouts { dtype: F32 sizes: [4, 4] } ",
-        "returns_tuple: ", tuple ? "true" : "false", " }");
-  };
   const std::string text = absl::StrCat(
       "methods { name: \"f\" ",
       "nodes { name: \"a\" input { kind: USER_INPUT } ", tensor, " } ",
@@ -126,8 +130,9 @@ TEST(PlaceAndCopy, AnElementsCopyIsNamedAfterNodeAndIndex) {
       "nodes { name: \"k\" call { op: \"aten::exp\" args { value: ",
       "\"d_1\" } } ", tensor, " } ",
       "nodes { name: \"output\" output { values { value: \"h\" } ",
-      "values { value: \"k\" } } } } ", module("m0", /*tuple=*/true),
-      module("m1", /*tuple=*/false));
+      "values { value: \"k\" } } } } ",
+      ModuleText("m0", "cuda:0", /*results=*/2, /*tuple=*/true),
+      ModuleText("m1", "cuda:0", /*results=*/1, /*tuple=*/false));
   Placed r = Place(text, "");
   ASSERT_FALSE(r.diagnostics.HasErrors());
   const Method& m = r.program.methods[0];
@@ -144,17 +149,6 @@ TEST(PlaceAndCopy, AnElementsCopyIsNamedAfterNodeAndIndex) {
 // same device would have the same name: the later copy takes the next suffix.
 TEST(PlaceAndCopy, AGetitemsViewAndItsStorageHaveCopiesOfTheirOwn) {
   const std::string tensor = "tensor { dtype: F32 sizes: [4, 4] }";
-  auto module = [&](const std::string& id, const std::string& device) {
-    return absl::StrCat(
-        "modules { id: \"", id, "\" backend: \"FerryCudaBackend\" ",
-        "compile_specs { key: \"target_device\" value: \"", device, "\" } ",
-        "graph { name: \"", id, "\" ",
-        "nodes { name: \"x\" input { kind: USER_INPUT } ", tensor, " } ",
-        "nodes { name: \"s\" call { op: \"aten::sin\" args { value: \"x\" ",
-        "} } ", tensor, " } ",
-        "nodes { name: \"out\" output { values { value: \"s\" } } } } ",
-        "input_layouts { dtype: F32 sizes: [4, 4] } returns_tuple: true }");
-  };
   auto delegate = [&](const std::string& name, const std::string& id,
                       const std::string& arg) {
     return absl::StrCat("nodes { name: \"", name, "\" delegate { module: \"",
@@ -176,8 +170,9 @@ TEST(PlaceAndCopy, AGetitemsViewAndItsStorageHaveCopiesOfTheirOwn) {
       "nodes { name: \"y1\" getitem { source: \"e1\" } ", tensor, " } ",
       "nodes { name: \"y2\" getitem { source: \"e2\" } ", tensor, " } ",
       "nodes { name: \"output\" output { values { value: \"y1\" } ",
-      "values { value: \"y2\" } } } } ", module("m0", "cuda:0"),
-      module("m1", "cuda:1"));
+      "values { value: \"y2\" } } } } ",
+      ModuleText("m0", "cuda:0", /*results=*/1, /*tuple=*/true),
+      ModuleText("m1", "cuda:1", /*results=*/1, /*tuple=*/true));
   Placed r = Place(text, "", /*validated=*/false);
   ASSERT_FALSE(r.diagnostics.HasErrors());
   const Method& m = r.program.methods[0];
