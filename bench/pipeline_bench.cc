@@ -24,12 +24,15 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "bench/block_program.h"
 #include "ferry/v1/program.pb.h"
 #include "google/protobuf/arena.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/wire_format_lite.h"
 #include "passes/pipeline.h"
 #include "passes/proto_io.h"
 #include "passes/wire_writer.h"
@@ -175,6 +178,113 @@ void BM_ProtobufFloor(benchmark::State& state) {
 }
 BENCHMARK(BM_ProtobufFloor)
     ->Arg(1000)
+    ->Arg(10000)
+    ->Arg(100000)
+    ->Arg(1000000)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// The protobuf parse alone, two ways, to size an import that reads the wire
+// itself (docs/performance.md, "Twentieth round"): BM_ParseWhole parses the
+// request at once onto an arena, as ferryd and BM_Pipeline do, then reads
+// each node; BM_ParseNodeByNode finds each node's bytes in the wire form and
+// parses that node alone onto a small arena, reset as it goes, so that what
+// is read stays in cache. Both read the same fields of every node (its name,
+// arguments and sizes), as an import would.
+int64_t ReadNode(const v1::Node& node) {
+  int64_t sum = static_cast<int64_t>(node.name().size());
+  if (node.has_call()) sum += node.call().args_size();
+  if (node.has_tensor()) sum += node.tensor().sizes_size();
+  return sum;
+}
+
+void BM_ParseWhole(benchmark::State& state) {
+  const v1::LowerRequest request = MakeBlockProgram(state.range(0));
+  std::string bytes;
+  request.SerializeToString(&bytes);
+  int64_t read = 0;
+  for (auto _ : state) {
+    google::protobuf::Arena arena(RequestArenaOptions(bytes.size()));
+    const v1::LowerRequest* parsed = ParseOnArena(bytes, &arena, state);
+    if (parsed == nullptr) return;
+    for (const v1::Method& method : parsed->program().methods())
+      for (const v1::Node& node : method.nodes()) read += ReadNode(node);
+  }
+  benchmark::DoNotOptimize(read);
+  SetNodeCounters(state, request.program().methods(0).nodes_size());
+}
+BENCHMARK(BM_ParseWhole)
+    ->Arg(10000)
+    ->Arg(100000)
+    ->Arg(1000000)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// Calls `fn(bytes)` with the bytes of each occurrence of the message field
+// `field` in the message `message`; false when the wire form is malformed.
+template <typename Fn>
+bool ForEachMessageField(std::string_view message, int field, Fn&& fn) {
+  using google::protobuf::internal::WireFormatLite;
+  google::protobuf::io::CodedInputStream in(
+      reinterpret_cast<const uint8_t*>(message.data()),
+      static_cast<int>(message.size()));
+  while (const uint32_t tag = in.ReadTag()) {
+    if (WireFormatLite::GetTagFieldNumber(tag) != field ||
+        WireFormatLite::GetTagWireType(tag) !=
+            WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
+      if (!WireFormatLite::SkipField(&in, tag)) return false;
+      continue;
+    }
+    uint32_t length = 0;
+    if (!in.ReadVarint32(&length)) return false;
+    const void* data = "";  // an empty message may end the buffer
+    int available = 0;
+    if (length > 0 && (!in.GetDirectBufferPointer(&data, &available) ||
+                       static_cast<uint32_t>(available) < length))
+      return false;
+    fn(std::string_view(static_cast<const char*>(data), length));
+    in.Skip(static_cast<int>(length));
+  }
+  return in.ConsumedEntireMessage();
+}
+
+void BM_ParseNodeByNode(benchmark::State& state) {
+  const v1::LowerRequest request = MakeBlockProgram(state.range(0));
+  std::string bytes;
+  request.SerializeToString(&bytes);
+  // LowerRequest.program, Program.methods, Method.nodes.
+  constexpr int kProgram = 1, kMethods = 1, kNodes = 2, kNodesPerReset = 256;
+  std::vector<char> block(256 << 10);
+  int64_t read = 0;
+  for (auto _ : state) {
+    google::protobuf::ArenaOptions options;
+    options.initial_block = block.data();
+    options.initial_block_size = block.size();
+    google::protobuf::Arena arena(options);
+    int parsed = 0;
+    bool ok = true;
+    auto node = [&](std::string_view wire) {
+      auto* n = google::protobuf::Arena::CreateMessage<v1::Node>(&arena);
+      ok = n->ParseFromArray(wire.data(), static_cast<int>(wire.size())) && ok;
+      read += ReadNode(*n);
+      if (++parsed % kNodesPerReset == 0) arena.Reset();
+    };
+    auto method = [&](std::string_view wire) {
+      ok = ForEachMessageField(wire, kNodes, node) && ok;
+    };
+    auto program = [&](std::string_view wire) {
+      ok = ForEachMessageField(wire, kMethods, method) && ok;
+    };
+    ok = ForEachMessageField(bytes, kProgram, program) && ok;
+    if (!ok) {
+      state.SkipWithError("the request does not parse");
+      return;
+    }
+  }
+  benchmark::DoNotOptimize(read);
+  SetNodeCounters(state, request.program().methods(0).nodes_size());
+}
+BENCHMARK(BM_ParseNodeByNode)
     ->Arg(10000)
     ->Arg(100000)
     ->Arg(1000000)
