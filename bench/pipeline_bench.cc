@@ -57,6 +57,16 @@ const v1::LowerRequest* ParseOnArena(const std::string& bytes,
   return parsed;
 }
 
+// The programs' sizes, in nodes, timed in milliseconds of wall time.
+void LargeSizes(benchmark::internal::Benchmark* b) {
+  b->Arg(10000)->Arg(100000)->Arg(1000000);
+  b->Unit(benchmark::kMillisecond)->UseRealTime();
+}
+void AllSizes(benchmark::internal::Benchmark* b) {
+  b->Arg(1000);
+  LargeSizes(b);
+}
+
 // The program's size and the nodes per second of one iteration.
 void SetNodeCounters(benchmark::State& state, int64_t nodes) {
   state.counters["nodes"] = static_cast<double>(nodes);
@@ -65,7 +75,10 @@ void SetNodeCounters(benchmark::State& state, int64_t nodes) {
                          benchmark::Counter::kIsIterationInvariantRate);
 }
 
-void BM_Pipeline(benchmark::State& state) {
+// The pipeline on the request as ferryd lowers it: parsed whole onto an
+// arena, then lowered (`node_by_node` false); or read node by node from its
+// bytes by LowerWire (then "parse" is part of "import").
+void RunPipeline(benchmark::State& state, bool node_by_node) {
   const v1::LowerRequest request = MakeBlockProgram(state.range(0));
   const int64_t nodes = request.program().methods(0).nodes_size();
   std::string bytes;
@@ -85,7 +98,9 @@ void BM_Pipeline(benchmark::State& state) {
     // As the service does, the request is freed once the pipeline has read
     // it, and the lowered program is consumed as it is written.
     absl::StatusOr<LowerResult> result;
-    {
+    if (node_by_node) {
+      result = LowerWire(bytes);
+    } else {
       auto request_arena = std::make_unique<google::protobuf::Arena>(
           RequestArenaOptions(bytes.size()));
       Clock::time_point start = Clock::now();
@@ -139,13 +154,12 @@ void BM_Pipeline(benchmark::State& state) {
     state.counters[std::string(name) + "_Mnodes_per_s"] =
         us > 0 ? static_cast<double>(nodes) / us : 0;
 }
-BENCHMARK(BM_Pipeline)
-    ->Arg(1000)
-    ->Arg(10000)
-    ->Arg(100000)
-    ->Arg(1000000)
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime();
+
+void BM_Pipeline(benchmark::State& state) { RunPipeline(state, false); }
+BENCHMARK(BM_Pipeline)->Apply(AllSizes);
+
+void BM_PipelineWire(benchmark::State& state) { RunPipeline(state, true); }
+BENCHMARK(BM_PipelineWire)->Apply(AllSizes);
 
 // The floor under BM_Pipeline that no pass can lower: parse the same request
 // on an arena and serialize a program of the lowered program's size (the
@@ -176,13 +190,7 @@ void BM_ProtobufFloor(benchmark::State& state) {
   state.counters["response_bytes"] =
       static_cast<double>(lowered_proto.ByteSizeLong());
 }
-BENCHMARK(BM_ProtobufFloor)
-    ->Arg(1000)
-    ->Arg(10000)
-    ->Arg(100000)
-    ->Arg(1000000)
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime();
+BENCHMARK(BM_ProtobufFloor)->Apply(AllSizes);
 
 // The protobuf parse alone, two ways, to size an import that reads the wire
 // itself (docs/performance.md, "Twentieth round"): BM_ParseWhole parses the
@@ -213,12 +221,7 @@ void BM_ParseWhole(benchmark::State& state) {
   benchmark::DoNotOptimize(read);
   SetNodeCounters(state, request.program().methods(0).nodes_size());
 }
-BENCHMARK(BM_ParseWhole)
-    ->Arg(10000)
-    ->Arg(100000)
-    ->Arg(1000000)
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime();
+BENCHMARK(BM_ParseWhole)->Apply(LargeSizes);
 
 // Calls `fn(bytes)` with the bytes of each occurrence of the message field
 // `field` in the message `message`; false when the wire form is malformed.
@@ -284,12 +287,7 @@ void BM_ParseNodeByNode(benchmark::State& state) {
   benchmark::DoNotOptimize(read);
   SetNodeCounters(state, request.program().methods(0).nodes_size());
 }
-BENCHMARK(BM_ParseNodeByNode)
-    ->Arg(10000)
-    ->Arg(100000)
-    ->Arg(1000000)
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime();
+BENCHMARK(BM_ParseNodeByNode)->Apply(LargeSizes);
 
 }  // namespace
 }  // namespace ferry

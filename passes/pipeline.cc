@@ -3,12 +3,17 @@
 #include "passes/pipeline.h"
 
 #include <chrono>
+#include <climits>
 #include <exception>
 #include <map>
+#include <memory>
 #include <new>
+#include <optional>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "ferry/v1/program.pb.h"
+#include "google/protobuf/arena.h"
 #include "passes/lower.h"
 #include "passes/normalize_layout.h"
 #include "passes/partition.h"
@@ -93,11 +98,14 @@ constexpr std::pair<const char*, PassFn> kPasses[] = {
     {"plan_memory", &PlanMemory},
 };
 
+// `parsed`, the request; or, when it is null, `wire`, the request in binary
+// form, whose program is read node by node (ImportRequestWire).
 absl::StatusOr<LowerResult> LowerUnguarded(
-    const v1::LowerRequest& request, const ContinueFn& keep_going,
-    const ResourceLimits& limits, const BackendOperators& backends,
-    const BlobFetcher& fetch_blob, const AfterPassFn& after_pass,
-    const ProgressFn& progress, const std::function<void()>& release_request) {
+    const v1::LowerRequest* parsed, std::string_view wire,
+    const ContinueFn& keep_going, const ResourceLimits& limits,
+    const BackendOperators& backends, const BlobFetcher& fetch_blob,
+    const AfterPassFn& after_pass, const ProgressFn& progress,
+    const std::function<void()>& release_request) {
   using Clock = std::chrono::steady_clock;
   LowerResult result;
   std::vector<PassTiming> timings;
@@ -114,18 +122,46 @@ absl::StatusOr<LowerResult> LowerUnguarded(
           StageEvent{timings.back().name, {}, true, timings.back().micros});
     return r;
   };
+  // The request the options come from: `parsed`; or, from `wire`, the
+  // request without its program (`rest`), or the whole request when the
+  // wire form is one ImportRequestWire leaves to protobuf.
+  const v1::LowerRequest* request = parsed;
+  v1::LowerRequest rest;
+  std::unique_ptr<google::protobuf::Arena> whole;
+  bool unparseable = false;
   Program program = timed(kImportStage, [&] {
-    return ImportProgram(request.program(), result.diagnostics);
+    if (parsed != nullptr)
+      return ImportProgram(parsed->program(), result.diagnostics);
+    if (std::optional<Program> read =
+            ImportRequestWire(wire, &rest, result.diagnostics)) {
+      request = &rest;
+      return *std::move(read);
+    }
+    whole = std::make_unique<google::protobuf::Arena>(
+        RequestArenaOptions(wire.size()));
+    auto* message =
+        google::protobuf::Arena::CreateMessage<v1::LowerRequest>(whole.get());
+    if (wire.size() > static_cast<size_t>(INT_MAX) ||
+        !message->ParseFromArray(wire.data(), static_cast<int>(wire.size()))) {
+      unparseable = true;
+      return Program{};
+    }
+    request = message;
+    return ImportProgram(message->program(), result.diagnostics);
   });
-  // Diagnostics get their sources from the request until it is released,
-  // then from the IR (which carries them), whether or not the caller frees
-  // it: the same report either way.
-  bool request_read = false;
+  if (unparseable)
+    return absl::InvalidArgumentError(
+        "the request is not a valid ferry.v1.LowerRequest (protobuf parsing "
+        "failed)");
+  // Diagnostics get their sources from the request's program while there is
+  // one, then from the IR (which carries them): the same report either way.
+  const bool program_in_request = request != &rest;
+  bool request_read = !program_in_request;
   auto finish = [&](bool ok) {
     if (request_read)
       AttachNodeSources(program, result.diagnostics);
     else
-      AttachNodeSources(request.program(), result.diagnostics);
+      AttachNodeSources(request->program(), result.diagnostics);
     result.ok = ok;
     result.stats = ok ? CountStats(program) : LowerStats{};
     result.stats.passes = timings;
@@ -136,7 +172,7 @@ absl::StatusOr<LowerResult> LowerUnguarded(
   };
   if (result.diagnostics.HasErrors()) return finish(false);
   LowerOptions options =
-      ResolveOptions(request.options(), program, result.diagnostics);
+      ResolveOptions(request->options(), program, result.diagnostics);
   if (result.diagnostics.HasErrors()) return finish(false);
   bool valid = timed(kValidateStage, [&] {
     return ValidateProgram(program, result.diagnostics);
@@ -150,14 +186,16 @@ absl::StatusOr<LowerResult> LowerUnguarded(
   // The allowance bounds constant data (normalize_layout's relayouts, the
   // check below), which only a program with constants can have; measuring
   // the request walks all of it, so a program without constants skips that.
-  options.request_bytes = program.constants.empty()
-                              ? 0
-                              : static_cast<int64_t>(request.ByteSizeLong());
+  options.request_bytes = program.constants.empty() ? 0
+                          : parsed != nullptr
+                              ? static_cast<int64_t>(parsed->ByteSizeLong())
+                              : static_cast<int64_t>(wire.size());
   if (absl::Status addressable = CheckAddressable(program); !addressable.ok())
     return addressable;
-  AttachNodeSources(request.program(), result.diagnostics);
+  if (!request_read) AttachNodeSources(request->program(), result.diagnostics);
   request_read = true;
   if (release_request) release_request();
+  whole.reset();
 
   for (const auto& [name, pass] : kPasses) {
     if (keep_going && !keep_going())
@@ -195,14 +233,18 @@ std::vector<std::string> PipelinePassNames() {
   return names;
 }
 
-absl::StatusOr<LowerResult> Lower(
-    const v1::LowerRequest& request, const ContinueFn& keep_going,
-    const ResourceLimits& limits, const BackendOperators& backends,
-    const BlobFetcher& fetch_blob, const AfterPassFn& after_pass,
-    const ProgressFn& progress, const std::function<void()>& release_request) {
+namespace {
+
+// LowerUnguarded, with what it throws as a status.
+absl::StatusOr<LowerResult> LowerGuarded(
+    const v1::LowerRequest* parsed, std::string_view wire,
+    const ContinueFn& keep_going, const ResourceLimits& limits,
+    const BackendOperators& backends, const BlobFetcher& fetch_blob,
+    const AfterPassFn& after_pass, const ProgressFn& progress,
+    const std::function<void()>& release_request) {
   try {
-    return LowerUnguarded(request, keep_going, limits, backends, fetch_blob,
-                          after_pass, progress, release_request);
+    return LowerUnguarded(parsed, wire, keep_going, limits, backends,
+                          fetch_blob, after_pass, progress, release_request);
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError(
         "out of memory while lowering the program");
@@ -210,6 +252,26 @@ absl::StatusOr<LowerResult> Lower(
     return absl::InternalError(
         absl::StrCat("lowering failed with an exception: ", e.what()));
   }
+}
+
+}  // namespace
+
+absl::StatusOr<LowerResult> Lower(
+    const v1::LowerRequest& request, const ContinueFn& keep_going,
+    const ResourceLimits& limits, const BackendOperators& backends,
+    const BlobFetcher& fetch_blob, const AfterPassFn& after_pass,
+    const ProgressFn& progress, const std::function<void()>& release_request) {
+  return LowerGuarded(&request, {}, keep_going, limits, backends, fetch_blob,
+                      after_pass, progress, release_request);
+}
+
+absl::StatusOr<LowerResult> LowerWire(
+    std::string_view request, const ContinueFn& keep_going,
+    const ResourceLimits& limits, const BackendOperators& backends,
+    const BlobFetcher& fetch_blob, const AfterPassFn& after_pass,
+    const ProgressFn& progress, const std::function<void()>& release_request) {
+  return LowerGuarded(nullptr, request, keep_going, limits, backends,
+                      fetch_blob, after_pass, progress, release_request);
 }
 
 namespace {

@@ -97,6 +97,18 @@ absl::StatusOr<LowerResult> Lower(
     const ProgressFn& progress = {},
     const std::function<void()>& release_request = {});
 
+// Lower of `request`, a ferry.v1.LowerRequest in binary form, whose program
+// is read node by node from it (ImportRequestWire) rather than parsed whole
+// first: the same result, with less time and memory for a large program.
+// InvalidArgument when the bytes are not a LowerRequest. `release_request`:
+// as for Lower; the bytes must stay valid until it is called.
+absl::StatusOr<LowerResult> LowerWire(
+    std::string_view request, const ContinueFn& keep_going = {},
+    const ResourceLimits& limits = {}, const BackendOperators& backends = {},
+    const BlobFetcher& fetch_blob = {}, const AfterPassFn& after_pass = {},
+    const ProgressFn& progress = {},
+    const std::function<void()>& release_request = {});
+
 // The stages Lower runs, in order, named as LowerStats::passes names them:
 // "import", "validate", then each pass. A lowering that runs to the end
 // reports each of them once (GetCapabilities lists them).

@@ -7,6 +7,10 @@
 
 #include <algorithm>
 #include <array>
+#include <climits>
+#include <functional>
+#include <memory>
+#include <optional>
 #include <span>
 
 #include "absl/container/flat_hash_map.h"
@@ -17,9 +21,11 @@
 #include "ferry/file.h"
 #include "ferry/v1/program.pb.h"
 #include "google/protobuf/descriptor.h"
+#include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/json_util.h"
+#include "google/protobuf/wire_format_lite.h"
 #include "passes/diagnostic_codes.h"
 #include "passes/schema.h"
 
@@ -186,6 +192,37 @@ void ExportSpec(const TensorSpec& s, v1::TensorSpec* p) {
   }
 }
 
+// A method's nodes in the wire form, as the importer reads them when it is
+// given the request's bytes (ImportRequestWire): how many, the name of each
+// (read from the bytes before any node is imported), and each node in turn,
+// parsed when its turn comes.
+class WireNodes {
+ public:
+  // `nodes[i]`: node i's bytes; `names[i]`: its name, read from them.
+  WireNodes(std::vector<std::string_view> nodes,
+            std::vector<std::string_view> names, google::protobuf::Arena& arena)
+      : nodes_(std::move(nodes)), names_(std::move(names)), arena_(arena) {}
+  int size() const { return static_cast<int>(nodes_.size()); }
+  std::string_view name(int i) const { return names_[i]; }
+  // Node `i`, parsed onto `arena`, which is reset as the nodes go by (so
+  // what import reads is in cache); null when its bytes do not parse. Valid
+  // until the next call.
+  const v1::Node* Node(int i) {
+    if (i % kNodesPerReset == 0) arena_.Reset();
+    auto* node = google::protobuf::Arena::CreateMessage<v1::Node>(&arena_);
+    const std::string_view bytes = nodes_[i];
+    if (!node->ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+      return nullptr;
+    return node;
+  }
+
+ private:
+  static constexpr int kNodesPerReset = 256;
+  std::vector<std::string_view> nodes_;
+  std::vector<std::string_view> names_;
+  google::protobuf::Arena& arena_;
+};
+
 // Imports one method (or a lowered module's graph).
 class MethodImporter {
  public:
@@ -197,16 +234,12 @@ class MethodImporter {
         suggester_(suggester) {}
 
   Method Import(const v1::Method& p) {
-    Method m;
-    m.name = p.name();
-    method_ = &p;
-    node_names_.clear();
-    index_.clear();
-    index_.reserve(p.nodes_size());
-    names_are_plain_ = true;
+    const int size = p.nodes_size();
+    Method m = Begin(p, size, [&p](int32_t i) -> std::string_view {
+      return p.nodes(i).name();
+    });
     // Names first, so a reference to a later node is reported as a forward
     // reference (a cycle or a wrong order) rather than as dangling.
-    const int size = p.nodes_size();
     for (int i = 0; i < size; ++i) {
       // The parsed nodes and their names are objects of their own on the
       // request's arena, reached through pointers that the hardware does
@@ -214,23 +247,7 @@ class MethodImporter {
       // name of the one 8 on, whose message is in cache by then).
       if (i + 16 < size) __builtin_prefetch(&p.nodes(i + 16));
       if (i + 8 < size) __builtin_prefetch(&p.nodes(i + 8).name());
-      const std::string& name = p.nodes(i).name();
-      if (name.empty()) {
-        names_are_plain_ = false;
-        diagnostics_.Error(codes::kEmptyName,
-                           absl::StrCat("node #", i, " has no name"),
-                           {absl::StrCat("#", i)});
-        continue;
-      }
-      auto [it, inserted] = index_.emplace(absl::string_view(name), i);
-      if (!inserted) {
-        names_are_plain_ = false;
-        diagnostics_.Error(
-            codes::kDuplicateName,
-            absl::StrCat("duplicate node name '", name,
-                         "' (first defined as node #", it->second, ")"),
-            {name});
-      }
+      IndexName(p.nodes(i).name(), i);
     }
     // Each node is made as it is imported (not all made first and then
     // filled): one write of its memory rather than two, which shows on
@@ -238,7 +255,52 @@ class MethodImporter {
     ReserveNodes(m.nodes, size);
     building_ = &m;
     for (int i = 0; i < size; ++i) ImportNode(p.nodes(i), i, m);
+    return Finish(p, m);
+  }
+
+  // The same with the nodes read from the wire form: `p` gives the method's
+  // name, arenas and options, `nodes` its nodes. Sets failed() when a node's
+  // bytes do not parse; the method is then incomplete.
+  Method Import(const v1::Method& p, WireNodes& nodes) {
+    const int size = nodes.size();
+    Method m = Begin(p, size, [&nodes](int32_t i) { return nodes.name(i); });
+    for (int i = 0; i < size; ++i) IndexName(nodes.name(i), i);
+    ReserveNodes(m.nodes, size);
+    building_ = &m;
+    for (int i = 0; i < size; ++i) {
+      const v1::Node* node = nodes.Node(i);
+      if (node == nullptr) {
+        failed_ = true;
+        break;
+      }
+      ImportNode(*node, i, m);
+    }
+    return Finish(p, m);
+  }
+
+  bool failed() const { return failed_; }
+
+ private:
+  // A method named as `p`, its `size` nodes named by `name_of`, to import.
+  Method Begin(const v1::Method& p, int size,
+               std::function<std::string_view(int32_t)> name_of) {
+    Method m;
+    m.name = p.name();
+    failed_ = false;
+    name_of_ = std::move(name_of);
+    node_count_ = size;
+    node_names_.clear();
+    index_.clear();
+    index_.reserve(size);
+    names_are_plain_ = true;
+    return m;
+  }
+
+  // The rest of `p` (its arenas and options) into `m`, and the checks of
+  // the whole method.
+  Method Finish(const v1::Method& p, Method& m) {
     building_ = nullptr;
+    name_of_ = nullptr;
     for (const v1::Arena& a : p.arenas()) {
       Arena arena;
       arena.device = specs_.ImportDevice(
@@ -259,10 +321,30 @@ class MethodImporter {
       with.constant_staging = static_cast<int32_t>(w.constant_staging());
     }
     CheckOutput(m);
-    return m;
+    return std::move(m);
   }
 
- private:
+  // Indexes node `i`'s name, reporting it when empty or repeated.
+  void IndexName(std::string_view given, int32_t i) {
+    const absl::string_view name(given.data(), given.size());
+    if (name.empty()) {
+      names_are_plain_ = false;
+      diagnostics_.Error(codes::kEmptyName,
+                         absl::StrCat("node #", i, " has no name"),
+                         {absl::StrCat("#", i)});
+      return;
+    }
+    auto [it, inserted] = index_.emplace(name, i);
+    if (!inserted) {
+      names_are_plain_ = false;
+      diagnostics_.Error(
+          codes::kDuplicateName,
+          absl::StrCat("duplicate node name '", name,
+                       "' (first defined as node #", it->second, ")"),
+          {std::string(name)});
+    }
+  }
+
   // Resolves `name` read by node `reader` (at index `at`). A program mostly
   // reads values made a few nodes earlier: those nodes' names, just
   // imported and still in cache, are compared first, and the index (a hash
@@ -302,8 +384,8 @@ class MethodImporter {
   // have meant (a later node would be a forward reference).
   std::span<const std::string> NamesBefore(int32_t at) {
     if (node_names_.empty())
-      for (const v1::Node& node : method_->nodes())
-        node_names_.push_back(node.name());
+      for (int32_t i = 0; i < node_count_; ++i)
+        node_names_.emplace_back(name_of_(i));
     return std::span<const std::string>(node_names_)
         .first(static_cast<size_t>(std::clamp<int32_t>(
             at, 0, static_cast<int32_t>(node_names_.size()))));
@@ -618,8 +700,11 @@ class MethodImporter {
   Diagnostics& diagnostics_;
   SpecImporter specs_;
   NameSuggester& suggester_;  // shared by every method of the program
-  const v1::Method* method_ = nullptr;
-  // Keys point into the proto's names, which outlive the import.
+  // The names of the method being imported, for NamesBefore.
+  std::function<std::string_view(int32_t)> name_of_;
+  int32_t node_count_ = 0;
+  bool failed_ = false;  // a node's bytes did not parse
+  // Keys point into the names the nodes give, which outlive the import.
   absl::flat_hash_map<absl::string_view, int32_t> index_;
   // Resolve's look back: how many nodes, whether it may (every node has a
   // name of its own), and the method being imported.
@@ -850,7 +935,28 @@ bool PlausibleProgram(const v1::Program& p) {
 
 }  // namespace
 
-Program ImportProgram(const v1::Program& proto, Diagnostics& diagnostics) {
+namespace {
+
+// The methods of a program as ImportProgramFrom reads them: how many, each
+// one's message (its name, arenas and options; its nodes for ProtoMethods),
+// and each one imported by a given importer.
+class ProtoMethods {
+ public:
+  explicit ProtoMethods(const v1::Program& program) : program_(program) {}
+  int size() const { return program_.methods_size(); }
+  const v1::Method& message(int k) const { return program_.methods(k); }
+  Method Import(int k, MethodImporter& importer) {
+    return importer.Import(program_.methods(k));
+  }
+
+ private:
+  const v1::Program& program_;
+};
+
+// `proto` gives the constants and modules; `methods` the methods.
+template <typename Methods>
+Program ImportProgramFrom(const v1::Program& proto, Methods& methods,
+                          Diagnostics& diagnostics) {
   Program program;
   SpecImporter specs(diagnostics);
   absl::flat_hash_map<std::string, int> seen;
@@ -905,9 +1011,10 @@ Program ImportProgram(const v1::Program& proto, Diagnostics& diagnostics) {
     program.modules[i].graph = std::move(graph);
     diagnostics.Append(module_diagnostics);
   }
-  if (proto.methods_size() == 0)
+  if (methods.size() == 0)
     diagnostics.Error(codes::kNoMethods, "program has no methods", {});
-  for (const v1::Method& pm : proto.methods()) {
+  for (int k = 0; k < methods.size(); ++k) {
+    const v1::Method& pm = methods.message(k);
     if (pm.name().empty())
       diagnostics.Error(codes::kEmptyName, "method without a name", {});
     else if (!seen.emplace("f:" + pm.name(), 0).second)
@@ -917,9 +1024,202 @@ Program ImportProgram(const v1::Program& proto, Diagnostics& diagnostics) {
     Diagnostics method_diagnostics;
     method_diagnostics.SetMethod(pm.name());
     MethodImporter importer(index, method_diagnostics, suggester);
-    program.methods.push_back(importer.Import(pm));
+    program.methods.push_back(methods.Import(k, importer));
     diagnostics.Append(method_diagnostics);
   }
+  return program;
+}
+
+}  // namespace
+
+Program ImportProgram(const v1::Program& proto, Diagnostics& diagnostics) {
+  ProtoMethods methods(proto);
+  return ImportProgramFrom(proto, methods, diagnostics);
+}
+
+namespace {
+
+// Calls `fn(field, length_delimited, value, raw)` for each field of
+// `message`, a message in wire form, in order: `value` is a length-delimited
+// field's value (empty for other wire types), `raw` the whole field, tag
+// included. False when the bytes are not a well-formed message.
+template <typename Fn>
+bool ForEachField(std::string_view message, Fn&& fn) {
+  using google::protobuf::internal::WireFormatLite;
+  if (message.size() > static_cast<size_t>(INT_MAX)) return false;
+  google::protobuf::io::CodedInputStream in(
+      reinterpret_cast<const uint8_t*>(message.data()),
+      static_cast<int>(message.size()));
+  while (true) {
+    const int start = in.CurrentPosition();
+    const uint32_t tag = in.ReadTag();
+    if (tag == 0) return in.ConsumedEntireMessage();
+    const bool length_delimited = WireFormatLite::GetTagWireType(tag) ==
+                                  WireFormatLite::WIRETYPE_LENGTH_DELIMITED;
+    std::string_view value;
+    if (length_delimited) {
+      uint32_t length = 0;
+      if (!in.ReadVarint32(&length)) return false;
+      const size_t at = static_cast<size_t>(in.CurrentPosition());
+      if (length > message.size() - at) return false;
+      value = message.substr(at, length);
+      if (!in.Skip(static_cast<int>(length))) return false;
+    } else if (!WireFormatLite::SkipField(&in, tag)) {
+      return false;
+    }
+    fn(static_cast<int>(WireFormatLite::GetTagFieldNumber(tag)),
+       length_delimited, value,
+       message.substr(static_cast<size_t>(start),
+                      static_cast<size_t>(in.CurrentPosition() - start)));
+  }
+}
+
+// Splits `message` into the values of its length-delimited field `field`,
+// in order, and the rest of its fields (`rest`, in wire form, in order).
+// Parsing `rest` gives the message without that field: the same as parsing
+// the whole message and clearing it. False when the bytes are malformed.
+bool SplitField(std::string_view message, int field,
+                std::vector<std::string_view>& values, std::string& rest) {
+  return ForEachField(
+      message, [&](int number, bool length_delimited, std::string_view value,
+                   std::string_view raw) {
+        if (number == field && length_delimited)
+          values.push_back(value);
+        else
+          rest.append(raw);
+      });
+}
+
+// Field numbers of ferry.v1 messages (proto/ferry/v1/program.proto).
+constexpr int kRequestProgramField = 1;  // LowerRequest.program
+constexpr int kProgramMethodsField = 1;  // Program.methods
+constexpr int kProgramModulesField = 3;  // Program.modules
+constexpr int kModuleGraphField = 4;     // LoweredModule.graph
+constexpr int kMethodNodesField = 2;     // Method.nodes
+constexpr int kNodeNameField = 1;        // Node.name
+
+// The methods of a program in wire form, each split into its nodes' bytes
+// and the rest of it, parsed (name, arenas, options).
+class WireMethods {
+ public:
+  WireMethods() : block_(new char[kBlockBytes]) {
+    google::protobuf::ArenaOptions options;
+    options.initial_block = block_.get();
+    options.initial_block_size = kBlockBytes;
+    arena_ = std::make_unique<google::protobuf::Arena>(options);
+  }
+
+  // Adds the method `bytes`; false when they are malformed.
+  bool Add(std::string_view bytes) {
+    std::vector<std::string_view> nodes;
+    std::string rest;
+    if (!SplitField(bytes, kMethodNodesField, nodes, rest)) return false;
+    auto method = std::make_unique<v1::Method>();
+    if (!method->ParseFromString(rest)) return false;
+    std::vector<std::string_view> names(nodes.size());
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      // The last name wins, as when the node is parsed.
+      if (!ForEachField(nodes[i],
+                        [&](int number, bool length_delimited,
+                            std::string_view value, std::string_view) {
+                          if (number == kNodeNameField && length_delimited)
+                            names[i] = value;
+                        }))
+        return false;
+    }
+    messages_.push_back(std::move(method));
+    nodes_.push_back(std::make_unique<WireNodes>(std::move(nodes),
+                                                 std::move(names), *arena_));
+    return true;
+  }
+
+  int size() const { return static_cast<int>(messages_.size()); }
+  const v1::Method& message(int k) const { return *messages_[k]; }
+  Method Import(int k, MethodImporter& importer) {
+    Method method = importer.Import(*messages_[k], *nodes_[k]);
+    failed_ = failed_ || importer.failed();
+    return method;
+  }
+  // Whether a node's bytes did not parse.
+  bool failed() const { return failed_; }
+
+ private:
+  // Room for the nodes parsed between two resets of the arena.
+  static constexpr size_t kBlockBytes = 256 << 10;
+  std::unique_ptr<char[]> block_;
+  std::unique_ptr<google::protobuf::Arena> arena_;
+  std::vector<std::unique_ptr<v1::Method>> messages_;
+  std::vector<std::unique_ptr<WireNodes>> nodes_;
+  bool failed_ = false;
+};
+
+}  // namespace
+
+namespace {
+
+// Adds to `nodes` how many nodes `method` (a Method in wire form) has.
+bool CountMethodNodes(std::string_view method, int64_t& nodes) {
+  return ForEachField(method, [&](int number, bool length_delimited,
+                                  std::string_view, std::string_view) {
+    nodes += number == kMethodNodesField && length_delimited;
+  });
+}
+
+}  // namespace
+
+std::optional<RequestWire> ReadRequestWire(std::string_view request,
+                                           v1::LowerRequest* rest) {
+  rest->Clear();
+  std::vector<std::string_view> programs;
+  std::string request_rest;
+  // A program given in parts is merged by protobuf: leave it to it.
+  if (!SplitField(request, kRequestProgramField, programs, request_rest) ||
+      programs.size() > 1 || !rest->ParseFromString(request_rest))
+    return std::nullopt;
+  RequestWire wire;
+  if (programs.empty()) return wire;
+  wire.program = programs.front();
+  // CountNodes, without parsing: the nodes of each method and of each
+  // module's graph (a graph given in parts has the nodes of all of them).
+  bool ok = true;
+  const bool read = ForEachField(
+      *wire.program, [&](int number, bool length_delimited,
+                         std::string_view value, std::string_view) {
+        if (!length_delimited) return;
+        if (number == kProgramMethodsField)
+          ok = CountMethodNodes(value, wire.nodes) && ok;
+        if (number == kProgramModulesField)
+          ok = ForEachField(value,
+                            [&](int field, bool delimited,
+                                std::string_view graph, std::string_view) {
+                              if (field == kModuleGraphField && delimited)
+                                ok = CountMethodNodes(graph, wire.nodes) && ok;
+                            }) &&
+               ok;
+      });
+  if (!read || !ok) return std::nullopt;
+  return wire;
+}
+
+std::optional<Program> ImportRequestWire(std::string_view request,
+                                         v1::LowerRequest* rest,
+                                         Diagnostics& diagnostics) {
+  std::optional<RequestWire> wire = ReadRequestWire(request, rest);
+  if (!wire) return std::nullopt;
+  std::vector<std::string_view> method_bytes;
+  std::string program_rest;
+  if (!SplitField(wire->program.value_or(std::string_view()),
+                  kProgramMethodsField, method_bytes, program_rest))
+    return std::nullopt;
+  v1::Program program_message;
+  if (!program_message.ParseFromString(program_rest)) return std::nullopt;
+  WireMethods methods;
+  for (std::string_view bytes : method_bytes)
+    if (!methods.Add(bytes)) return std::nullopt;
+  Diagnostics found;
+  Program program = ImportProgramFrom(program_message, methods, found);
+  if (methods.failed()) return std::nullopt;
+  diagnostics.Append(found);
   return program;
 }
 

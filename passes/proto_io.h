@@ -4,6 +4,7 @@
 #define FERRY_PASSES_PROTO_IO_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -31,6 +32,30 @@ v1::DType DTypeToProto(DType dtype);
 // does not parse, ...) is a diagnostic; the result is usable (for
 // export/validation) only when no error was added.
 Program ImportProgram(const v1::Program& proto, Diagnostics& diagnostics);
+
+// A ferry.v1.LowerRequest in binary form, seen without parsing its program:
+// the program's bytes (nullopt when the request has none) and how many nodes
+// it has (CountNodes of it). ReadRequestWire parses the rest of the request
+// into `rest`; nullopt when the bytes are not a well-formed request or give
+// the program in several parts (then parse the request whole).
+struct RequestWire {
+  std::optional<std::string_view> program;
+  int64_t nodes = 0;
+};
+std::optional<RequestWire> ReadRequestWire(std::string_view request,
+                                           v1::LowerRequest* rest);
+
+// ImportProgram of the program of `request`, a ferry.v1.LowerRequest in
+// binary form, read node by node: each node is parsed from the wire form when
+// import reaches it, onto a small arena that is reused, so that the request
+// is never parsed whole (docs/performance.md, "Twenty-first round").
+// `rest` gets the request without its program. The same program and
+// diagnostics as parsing the request and importing its program; nullopt when
+// the bytes are not a well-formed request (or give the program in several
+// parts): then parse the request whole, which says what is wrong.
+std::optional<Program> ImportRequestWire(std::string_view request,
+                                         v1::LowerRequest* rest,
+                                         Diagnostics& diagnostics);
 
 // The exact inverse of ImportProgram for a program that imported cleanly.
 void ExportProgram(const Program& program, v1::Program* proto);

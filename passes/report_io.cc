@@ -1,11 +1,13 @@
 #include "passes/report_io.h"
 
 #include <algorithm>
+#include <deque>
 #include <map>
 #include <memory>
 #include <string_view>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
@@ -85,13 +87,17 @@ void AttachNodeSources(const v1::Program& program, Diagnostics& diagnostics) {
   // "module:ID", as import names it.
   std::map<std::pair<std::string, std::string_view>, const v1::SourceLocation*>
       sources;
+  std::deque<std::string> unnamed;  // "#3": the name import gives node 3
   auto index = [&](const std::string& method, const v1::Method& graph) {
-    for (const v1::Node& node : graph.nodes())
-      if (node.has_source() && !node.source().file().empty())
-        // The first node of a name wins (a duplicate is E0101).
-        sources.emplace(
-            std::pair<std::string, std::string_view>(method, node.name()),
-            &node.source());
+    for (int i = 0; i < graph.nodes_size(); ++i) {
+      const v1::Node& node = graph.nodes(i);
+      if (!node.has_source() || node.source().file().empty()) continue;
+      std::string_view name = node.name();
+      if (name.empty()) name = unnamed.emplace_back(absl::StrCat("#", i));
+      // The first node of a name wins (a duplicate is E0101).
+      sources.emplace(std::pair<std::string, std::string_view>(method, name),
+                      &node.source());
+    }
   };
   bool indexed = false;
   for (Diagnostic& d : diagnostics.mutable_items()) {

@@ -3,15 +3,20 @@
 // same result.
 #include "passes/pipeline.h"
 
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "ferry/v1/program.pb.h"
+#include "ferry/v1/report.pb.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 #include "passes/diagnostic_codes.h"
+#include "passes/proto_io.h"
+#include "passes/report_io.h"
 #include "tests/passes/test_programs.h"
+#include "tests/support/files.h"
 
 namespace ferry {
 namespace {
@@ -124,6 +129,123 @@ TEST(PipelineTest, AnInvalidRequestIsNotReleased) {
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_FALSE(result->ok);
   EXPECT_EQ(released, 0);
+}
+
+// --- LowerWire: the program read node by node from the request's bytes ----
+
+// Everything a lowering gives, as text: the report (without the stages'
+// times) and the lowered program; or the status.
+std::string ResultText(const absl::StatusOr<LowerResult>& result) {
+  if (!result.ok()) return "status: " + result.status().ToString();
+  v1::LowerReport report = LowerReportToProto(*result);
+  for (v1::PassStats& pass : *report.mutable_stats()->mutable_passes())
+    pass.set_micros(0);
+  v1::Program program;
+  ExportProgram(result->program, &program);
+  std::string report_text, program_text;
+  google::protobuf::TextFormat::PrintToString(report, &report_text);
+  google::protobuf::TextFormat::PrintToString(program, &program_text);
+  return report_text + program_text;
+}
+
+std::string Binary(const v1::LowerRequest& request) {
+  std::string bytes;
+  EXPECT_TRUE(request.SerializeToString(&bytes));
+  return bytes;
+}
+
+// Every request of the conformance case table, those that lower and those
+// that are refused, lowers from its bytes as from the parsed request: the
+// same report, diagnostics and sources included, and the same program.
+TEST(LowerWireTest, EveryConformanceCaseLowersAsFromTheParsedRequest) {
+  namespace fs = std::filesystem;
+  int cases = 0;
+  for (const fs::directory_entry& entry : fs::directory_iterator(
+           fs::path(FERRY_SOURCE_DIR) / "tests/conformance")) {
+    const fs::path path = entry.path() / "request.textproto";
+    if (!fs::exists(path)) continue;
+    v1::LowerRequest request;
+    ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
+        testing_util::ReadFile(path.string()), &request))
+        << path;
+    const std::string bytes = Binary(request);
+    EXPECT_EQ(ResultText(LowerWire(bytes)), ResultText(Lower(request))) << path;
+    ++cases;
+  }
+  EXPECT_GE(cases, 50);
+}
+
+// Import's diagnostics, their order and their nodes' sources, are the same
+// read node by node: an empty name, a repeated one, a dangling reference (with
+// its "did you mean") and a read of a later node.
+TEST(LowerWireTest, ImportDiagnosticsAreTheSame) {
+  v1::LowerRequest request;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(R"(
+program {
+  methods {
+    name: "f"
+    nodes { name: "a" input { kind: USER_INPUT } tensor { dtype: F32 sizes: 4 }
+            source { file: "m.py" line: 1 } }
+    nodes { name: "" call { op: "aten::sin" args { value: "a" } }
+            tensor { dtype: F32 sizes: 4 } source { file: "m.py" line: 2 } }
+    nodes { name: "t" call { op: "aten::sin" args { value: "later" } }
+            tensor { dtype: F32 sizes: 4 } source { file: "m.py" line: 3 } }
+    nodes { name: "t" call { op: "aten::cos" args { value: "aa" } }
+            tensor { dtype: F32 sizes: 4 } source { file: "m.py" line: 4 } }
+    nodes { name: "later" call { op: "aten::cos" args { value: "a" } }
+            tensor { dtype: F32 sizes: 4 } }
+    nodes { name: "out" output { values { value: "t" } } }
+  }
+})",
+                                                            &request));
+  const absl::StatusOr<LowerResult> expected = Lower(request);
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  ASSERT_FALSE(expected->ok);
+  EXPECT_GE(expected->diagnostics.items().size(), 4u);
+  EXPECT_EQ(ResultText(LowerWire(Binary(request))), ResultText(expected));
+}
+
+// What the node-by-node reading leaves to protobuf gives the same result
+// too: a program given in two parts (merged), a node whose name is not
+// UTF-8 (not a valid request), and bytes that are no message at all.
+TEST(LowerWireTest, RequestsLeftToProtobufLowerTheSame) {
+  v1::LowerRequest first, second;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      "program {" +
+          MethodText("f", Input("a") + Call("t", "aten::sin", {"a"}, "d0") +
+                              Output({"t"})) +
+          "}",
+      &first));
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      "options { partitioner { tag_targets { key: 'd0' value: 'cuda:0' } } } "
+      "program { methods { name: 'g' nodes { name: 'x' input { kind: "
+      "USER_INPUT } tensor { dtype: F32 sizes: 2 } } nodes { name: 'o' "
+      "output { values { value: 'x' } } } } }",
+      &second));
+  const std::string parts = Binary(first) + Binary(second);
+  v1::LowerRequest merged;
+  ASSERT_TRUE(merged.ParseFromString(parts));
+  ASSERT_EQ(merged.program().methods_size(), 2);
+  const absl::StatusOr<LowerResult> lowered = Lower(merged);
+  ASSERT_TRUE(lowered.ok() && lowered->ok) << ResultText(lowered);
+  EXPECT_EQ(ResultText(LowerWire(parts)), ResultText(lowered));
+
+  // "\xff" is no UTF-8: protobuf refuses the request.
+  std::string bad_name = Binary(first);
+  const size_t at = bad_name.find("\x01t", 0);  // the name of node "t"
+  ASSERT_NE(at, std::string::npos);
+  bad_name[at + 1] = '\xff';
+  v1::LowerRequest unparsed;
+  EXPECT_FALSE(unparsed.ParseFromString(bad_name));
+  EXPECT_EQ(LowerWire(bad_name).status().code(),
+            absl::StatusCode::kInvalidArgument);
+
+  for (const std::string& garbage :
+       {std::string("\xff\xff\xff"), Binary(first).substr(0, 20)}) {
+    ASSERT_FALSE(unparsed.ParseFromString(garbage));
+    EXPECT_EQ(LowerWire(garbage).status().code(),
+              absl::StatusCode::kInvalidArgument);
+  }
 }
 
 }  // namespace
