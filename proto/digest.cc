@@ -39,13 +39,22 @@ class Sha256 {
 
 }  // namespace
 
+namespace {
+
+// A part's length, as Sha256Hex puts it before the part: 8 bytes, little
+// endian.
+void UpdateWithLength(Sha256& sha, uint64_t size) {
+  char length[8];
+  for (int i = 0; i < 8; ++i) length[i] = static_cast<char>(size >> (8 * i));
+  sha.Update(absl::string_view(length, sizeof(length)));
+}
+
+}  // namespace
+
 std::string Sha256Hex(const std::vector<absl::string_view>& parts) {
   Sha256 sha;
   for (absl::string_view part : parts) {
-    char length[8];
-    uint64_t size = part.size();
-    for (int i = 0; i < 8; ++i) length[i] = static_cast<char>(size >> (8 * i));
-    sha.Update(absl::string_view(length, sizeof(length)));
+    UpdateWithLength(sha, part.size());
     sha.Update(part);
   }
   return sha.HexDigest();
@@ -72,6 +81,40 @@ std::string LowerRequestDigest(const v1::LowerRequest& request,
                                absl::string_view compiler_version) {
   return Sha256Hex({"ferry.v1.Compiler/Lower", compiler_version,
                     DeterministicBytes(request)});
+}
+
+std::string LowerRequestDigest(const v1::LowerRequest& rest,
+                               std::optional<std::string_view> program,
+                               absl::string_view compiler_version) {
+  // The request's deterministic form, without writing it out: its program
+  // (field 1, length-delimited: tag 0x0a, then the length as a varint) comes
+  // first, then the rest's fields in number order, then unknown fields.
+  std::string head;
+  if (program) {
+    head.push_back('\x0a');
+    for (uint64_t n = program->size();; n >>= 7) {
+      if (n < 0x80) {
+        head.push_back(static_cast<char>(n));
+        break;
+      }
+      head.push_back(static_cast<char>((n & 0x7f) | 0x80));
+    }
+  }
+  const std::string tail = DeterministicBytes(rest);
+  const absl::string_view body =
+      program ? absl::string_view(program->data(), program->size())
+              : absl::string_view();
+  Sha256 sha;
+  for (absl::string_view part :
+       {absl::string_view("ferry.v1.Compiler/Lower"), compiler_version}) {
+    UpdateWithLength(sha, part.size());
+    sha.Update(part);
+  }
+  UpdateWithLength(sha, head.size() + body.size() + tail.size());
+  sha.Update(head);
+  sha.Update(body);
+  sha.Update(tail);
+  return sha.HexDigest();
 }
 
 v1::Digest BlobDigestOf(absl::string_view bytes) {

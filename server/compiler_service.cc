@@ -593,8 +593,13 @@ struct CompilerService::LowerFlight {
   // The result came from the shared tier, computed by another replica.
   bool shared_hit = false;
   // The first caller's request; it stays valid until that caller is
-  // finished, which is always last.
+  // finished, which is always last. When the request came as bytes kept as
+  // bytes (`from_wire`), it lacks its program, and `wire` holds the whole
+  // request, valid as long as `request`.
   const v1::LowerRequest* request = nullptr;
+  bool from_wire = false;
+  std::string_view wire;
+  int64_t nodes = 0;  // CountNodes of the request's program
   std::mutex mutex;
   std::vector<Waiter> waiters;  // [0] is the first caller
   // Where the computation stands, sent to every waiter that streams.
@@ -698,8 +703,7 @@ bool CompilerService::AuthorizeContext(grpc::CallbackServerContext& context,
   return accepted;
 }
 
-bool CompilerService::Admit(Call* call, const v1::LowerRequest& request,
-                            int64_t bytes) {
+bool CompilerService::Admit(Call* call, int64_t nodes, int64_t bytes) {
   if (!Authorize(call)) return false;
   if (draining_.load()) {
     call->Complete(DrainingError());
@@ -711,7 +715,6 @@ bool CompilerService::Admit(Call* call, const v1::LowerRequest& request,
                                   "REQUEST_TOO_LARGE"));
     return false;
   }
-  int64_t nodes = CountNodes(request.program());
   call->SetNodes(nodes);
   if (nodes > options_.max_nodes) {
     call->Complete(
@@ -882,15 +885,48 @@ bool CompilerService::ParseWire(Call* call,
   return true;
 }
 
+bool CompilerService::ParseLowerWire(Call* call,
+                                     const grpc::ByteBuffer* wire_request,
+                                     grpc::ByteBuffer* wire_response,
+                                     v1::LowerRequest** request,
+                                     v1::LowerResponse** response,
+                                     std::optional<LowerWireRequest>* wire) {
+  // The bytes in one piece, on an arena the call owns with the request
+  // (freed together once the pipeline has read them).
+  auto arena =
+      std::make_unique<google::protobuf::Arena>(RequestArenaOptions(0));
+  std::vector<grpc::Slice> slices;
+  if (wire_request->Dump(&slices).ok()) {
+    auto* bytes = google::protobuf::Arena::Create<std::string>(arena.get());
+    bytes->reserve(wire_request->Length());
+    for (const grpc::Slice& slice : slices)
+      bytes->append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+    auto* rest =
+        google::protobuf::Arena::CreateMessage<v1::LowerRequest>(arena.get());
+    if (std::optional<RequestWire> read = ReadRequestWire(*bytes, rest)) {
+      wire->emplace(LowerWireRequest{*bytes, *read});
+      *request = rest;
+      auto out = std::make_unique<v1::LowerResponse>();
+      *response = out.get();
+      call->OwnMessages(std::move(arena), std::move(out), wire_response);
+      return true;
+    }
+  }
+  return ParseWire(call, wire_request, wire_response, request, response);
+}
+
 grpc::ServerUnaryReactor* CompilerService::Lower(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* wire_request,
     grpc::ByteBuffer* wire_response) {
   UnaryCall* call = new UnaryCall(*this, context, "Lower");
   v1::LowerRequest* request = nullptr;
   v1::LowerResponse* response = nullptr;
-  if (ParseWire(call, wire_request, wire_response, &request, &response)) {
+  std::optional<LowerWireRequest> wire;
+  if (ParseLowerWire(call, wire_request, wire_response, &request, &response,
+                     &wire)) {
     StartLower(call, request, response,
-               static_cast<int64_t>(wire_request->Length()));
+               static_cast<int64_t>(wire_request->Length()),
+               wire ? &*wire : nullptr);
   }
   return call;
 }
@@ -914,18 +950,29 @@ grpc::ServerWriteReactor<v1::LowerProgress>* CompilerService::LowerStream(
 
 void CompilerService::StartLower(Call* call, const v1::LowerRequest* request,
                                  v1::LowerResponse* response,
-                                 int64_t request_bytes) {
+                                 int64_t request_bytes,
+                                 const LowerWireRequest* wire) {
   grpc::CallbackServerContext* context = &call->context();
-  if (!Admit(call, *request, request_bytes)) return;
+  const int64_t nodes =
+      wire != nullptr ? wire->read.nodes : CountNodes(request->program());
+  if (!Admit(call, nodes, request_bytes)) return;
 
   auto flight = std::make_shared<LowerFlight>();
   flight->request = request;
+  flight->nodes = nodes;
+  if (wire != nullptr) {
+    flight->from_wire = true;
+    flight->wire = wire->bytes;
+  }
   flight->waiters.push_back({call, response});
   // Set before anyone can join (then under flight->mutex).
   flight->progress = QueuedUpdate(executor_.queued());
   bool bypass = Metadata(*context, kCacheControlHeader) == "bypass";
   if (options_.cache_bytes > 0 && !bypass) {
-    std::string key = LowerRequestDigest(*request, kCompilerVersion);
+    std::string key =
+        wire != nullptr
+            ? LowerRequestDigest(*request, wire->read.program, kCompilerVersion)
+            : LowerRequestDigest(*request, kCompilerVersion);
     call->SetRequestDigest(key);
     std::unique_lock<std::mutex> lock(flights_mutex_);
     ResultCache::Wire wire;
@@ -1025,7 +1072,7 @@ void CompilerService::RunLowerFlight(LowerFlight& flight) {
     }
   }
   Call* first = flight.waiters.front().call;  // finished last
-  const int64_t nodes = CountNodes(flight.request->program());
+  const int64_t nodes = flight.nodes;
   const bool large = nodes >= kReleaseMemoryFromNodes;
   if (std::optional<grpc::Status> refused =
           ChargeJobMemory(first, JobMemoryEstimate(nodes));
@@ -1051,16 +1098,31 @@ void CompilerService::RunLowerFlight(LowerFlight& flight) {
       first->ReleaseRequest();
       if (large) GiveBackFreedMemory();
     };
-    absl::StatusOr<LowerResult> result = ferry::Lower(
-        *flight.request, keep_going, options_.limits,
-        DeclaredBackendOperators(), Fetcher(), {}, progress, release_request);
+    absl::StatusOr<LowerResult> result =
+        flight.from_wire
+            ? ferry::LowerWire(flight.wire, keep_going, options_.limits,
+                               DeclaredBackendOperators(), Fetcher(), {},
+                               progress, release_request)
+            : ferry::Lower(*flight.request, keep_going, options_.limits,
+                           DeclaredBackendOperators(), Fetcher(), {}, progress,
+                           release_request);
     RecordJobTime(Clock::now() - start);
     release_request();                 // if the pipeline stopped before it
     if (large) GiveBackFreedMemory();  // and what the passes freed
     if (!result.ok()) {
+      // From bytes, a request protobuf cannot parse is found by the job (the
+      // only INVALID_ARGUMENT the pipeline gives), and refused as ParseWire
+      // refuses one.
       grpc::Status status =
           result.status().code() == absl::StatusCode::kCancelled
               ? CallCancelledError("between passes")
+          : result.status().code() == absl::StatusCode::kInvalidArgument
+              ? InvalidFieldError(
+                    "request",
+                    absl::StrCat("the request is not a valid ",
+                                 v1::LowerRequest::descriptor()->full_name(),
+                                 " (protobuf parsing failed)"),
+                    "UNPARSEABLE_REQUEST")
               : JobError(result.status(), "lowering");
       FinishLowerFlight(flight, status, nullptr, nullptr, nullptr);
       return;
@@ -1355,7 +1417,8 @@ grpc::ServerWriteReactor<v1::VerifyProgress>* CompilerService::VerifyStream(
 void CompilerService::StartVerify(Call* call, const v1::VerifyRequest* request,
                                   v1::VerifyResponse* response,
                                   int64_t request_bytes) {
-  if (!Admit(call, request->request(), request_bytes)) return;
+  if (!Admit(call, CountNodes(request->request().program()), request_bytes))
+    return;
   if (!v1::VerifyDevice_IsValid(request->device())) {
     call->Complete(InvalidFieldError(
         "device",

@@ -21,14 +21,17 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/string_view.h"
 #include "ferry/v1/compiler.grpc.pb.h"
 #include "passes/pipeline.h"
+#include "passes/proto_io.h"
 #include "passes/resource_limits.h"
 #include "runtime/cancel.h"
 #include "server/blob_store.h"
@@ -167,11 +170,28 @@ class CompilerService final : public v1::Compiler::WithRawCallbackMethod_Lower<
   bool ParseWire(Call* call, const grpc::ByteBuffer* wire_request,
                  grpc::ByteBuffer* wire_response, Request** request,
                  Response** response);
+  // A Lower request that came as bytes, kept as bytes: the pipeline reads
+  // its program node by node from them (LowerWire), and the parsed request
+  // has everything but the program.
+  struct LowerWireRequest {
+    std::string_view bytes;  // the whole request
+    RequestWire read;        // its program's bytes and node count
+  };
+  // Like ParseWire for a Lower request, which it parses all but the program
+  // of (`wire` set); or, when the bytes are not one ReadRequestWire reads,
+  // parses whole as ParseWire does (`wire` left empty).
+  bool ParseLowerWire(Call* call, const grpc::ByteBuffer* wire_request,
+                      grpc::ByteBuffer* wire_response,
+                      v1::LowerRequest** request, v1::LowerResponse** response,
+                      std::optional<LowerWireRequest>* wire);
   // Admit, then answer from the cache or submit the job; the job or the
   // refusal finishes `call`. `request_bytes`: the request's size on the wire
   // (a call that came as bytes has it; a typed one measures its message).
+  // `wire`: the request's bytes, when `request` was parsed without its
+  // program (ParseLowerWire).
   void StartLower(Call* call, const v1::LowerRequest* request,
-                  v1::LowerResponse* response, int64_t request_bytes);
+                  v1::LowerResponse* response, int64_t request_bytes,
+                  const LowerWireRequest* wire = nullptr);
   void StartVerify(Call* call, const v1::VerifyRequest* request,
                    v1::VerifyResponse* response, int64_t request_bytes);
 
@@ -184,7 +204,8 @@ class CompilerService final : public v1::Compiler::WithRawCallbackMethod_Lower<
                         grpc::Status* refused) const;
   // Admission shared by Lower and Verify; finishes `call` and returns false
   // when the request may not proceed.
-  bool Admit(Call* call, const v1::LowerRequest& request, int64_t bytes);
+  // `nodes`: how many nodes the request's program has (CountNodes).
+  bool Admit(Call* call, int64_t nodes, int64_t bytes);
   void SubmitLowerFlight(std::shared_ptr<LowerFlight> flight);
   void RunLowerFlight(LowerFlight& flight);
   void FinishLowerFlight(LowerFlight& flight, const grpc::Status& status,

@@ -10,7 +10,9 @@
 #define FERRY_DIGEST_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/strings/string_view.h"
@@ -31,6 +33,15 @@ std::string DeterministicBytes(const google::protobuf::Message& message);
 // The key of `request`'s result for a server whose compiler is
 // `compiler_version` (GetCapabilitiesResponse.compiler_version).
 std::string LowerRequestDigest(const v1::LowerRequest& request,
+                               absl::string_view compiler_version);
+// The same for a request in two parts: `rest`, the request without its
+// program, and `program`, the program's bytes as the client sent them
+// (nullopt when it sent none). The same key as LowerRequestDigest of the
+// whole request when those bytes are the program's deterministic form, as
+// protobuf's serializers write it; otherwise another key, as for any other
+// request (only a cache miss).
+std::string LowerRequestDigest(const v1::LowerRequest& rest,
+                               std::optional<std::string_view> program,
                                absl::string_view compiler_version);
 
 v1::Digest BlobDigestOf(absl::string_view bytes);

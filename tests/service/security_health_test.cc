@@ -376,6 +376,44 @@ TEST(RequestTest, UnparseableRequestIsInvalidArgumentLoggedAndCounted) {
   EXPECT_TRUE(verified->ok());
 }
 
+// ferryd reads a Lower request's program from its bytes as the job runs:
+// bytes that are well formed where it looks first but not further in (a node
+// name that is not UTF-8) are refused the same way, and the same request with
+// a good name lowers.
+TEST(RequestTest, AProgramThatDoesNotParseDeepInIsInvalidArgument) {
+  auto server = StartServer(LoopbackConfig());
+  ASSERT_NE(server, nullptr);
+  v1::LowerRequest request = TinyRequest();
+  request.mutable_program()->mutable_methods(0)->mutable_nodes(0)->set_name(
+      "zq");
+  const std::string renamed =
+      TinyRequest().program().methods(0).nodes(0).name();
+  for (v1::Node& node :
+       *request.mutable_program()->mutable_methods(0)->mutable_nodes()) {
+    if (!node.has_call()) continue;
+    for (v1::Argument& arg : *node.mutable_call()->mutable_args())
+      if (arg.value() == renamed) arg.set_value("zq");
+  }
+  std::string good;
+  ASSERT_TRUE(request.SerializeToString(&good));
+  std::string bad = good;
+  const size_t at = bad.find("zq");
+  ASSERT_NE(at, std::string::npos);
+  bad[at] = '\xff';
+  const std::string method = "/ferry.v1.Compiler/Lower";
+  grpc::Status status = RawUnaryCall(server->address(), method, bad);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+      << status.error_message();
+  EXPECT_NE(status.error_message().find("not a valid ferry.v1.LowerRequest"),
+            std::string::npos)
+      << status.error_message();
+  EXPECT_EQ(server->metrics().RequestCount("Lower", "INVALID_ARGUMENT"), 1);
+  auto client = Connect(server->address(), NoRetries);
+  absl::StatusOr<v1::LowerResponse> lowered = client->Lower(request);
+  ASSERT_TRUE(lowered.ok()) << lowered.status();
+  EXPECT_TRUE(lowered->ok());
+}
+
 TEST(RequestTest, UnknownVerifyDeviceIsInvalidArgumentNamingTheValue) {
   auto server = StartServer(LoopbackConfig());
   ASSERT_NE(server, nullptr);

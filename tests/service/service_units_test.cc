@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "absl/time/clock.h"
+#include "client/testing/synthetic_program.h"
 #include "ferry/client.h"
 #include "ferry/digest.h"
 #include "google/rpc/error_details.pb.h"
@@ -304,6 +305,38 @@ TEST(DigestTest, Sha256OfLengthPrefixedParts) {
   EXPECT_EQ(digest.size(), 64u);
   EXPECT_EQ(digest, Sha256Hex({"ab", "c"}));
   EXPECT_NE(digest, Sha256Hex({"a", "bc"}));
+}
+
+// ferryd keys a Lower that came as bytes by the request without its program
+// and the program's bytes: the same key as the parsed request's when those
+// bytes are what protobuf writes (so the cache is shared with LowerStream and
+// other replicas), and another key for any other program.
+TEST(DigestTest, ARequestInTwoPartsHasTheWholeRequestsKey) {
+  v1::LowerRequest request = testing::TinyRequest(1);
+  request.mutable_options()->set_error_on_per_call_copies(true);
+  v1::LowerRequest rest = request;
+  rest.clear_program();
+  const std::string program = DeterministicBytes(request.program());
+  EXPECT_EQ(LowerRequestDigest(rest, program, "v"),
+            LowerRequestDigest(request, "v"));
+  // No program at all, and an empty one, are two requests.
+  EXPECT_EQ(LowerRequestDigest(rest, std::nullopt, "v"),
+            LowerRequestDigest(rest, "v"));
+  v1::LowerRequest empty_program = rest;
+  empty_program.mutable_program();
+  EXPECT_EQ(LowerRequestDigest(rest, "", "v"),
+            LowerRequestDigest(empty_program, "v"));
+  EXPECT_NE(LowerRequestDigest(rest, "", "v"),
+            LowerRequestDigest(rest, std::nullopt, "v"));
+  // Another program, options or compiler: another key.
+  EXPECT_NE(
+      LowerRequestDigest(
+          rest, DeterministicBytes(testing::TinyRequest(2).program()), "v"),
+      LowerRequestDigest(request, "v"));
+  EXPECT_NE(LowerRequestDigest(v1::LowerRequest(), program, "v"),
+            LowerRequestDigest(request, "v"));
+  EXPECT_NE(LowerRequestDigest(rest, program, "w"),
+            LowerRequestDigest(request, "v"));
 }
 
 TEST(MetricsTest, RendersCountersHistogramsAndGauges) {
