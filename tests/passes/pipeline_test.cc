@@ -205,6 +205,54 @@ program {
   EXPECT_EQ(ResultText(LowerWire(Binary(request))), ResultText(expected));
 }
 
+// A length-delimited field in wire form.
+std::string Field(int number, const std::string& value) {
+  std::string out(1, static_cast<char>(number << 3 | 2));
+  for (size_t n = value.size();; n >>= 7) {
+    if (n < 0x80) {
+      out.push_back(static_cast<char>(n));
+      break;
+    }
+    out.push_back(static_cast<char>((n & 0x7f) | 0x80));
+  }
+  return out + value;
+}
+
+// Nodes whose name is not their first field, or is given twice (the last
+// one counts), read node by node as protobuf reads them.
+TEST(LowerWireTest, ANameWrittenLaterOrTwiceIsTheNodesName) {
+  v1::LowerRequest request;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      "program {" +
+          MethodText("f", Input("a") + Call("t", "aten::sin", {"a"}) +
+                              Call("u", "aten::cos", {"t"}) + Output({"u"})) +
+          "}",
+      &request));
+  const v1::Method& method = request.program().methods(0);
+  for (int variant = 0; variant < 2; ++variant) {
+    std::string nodes;
+    for (const v1::Node& node : method.nodes()) {
+      v1::Node unnamed = node;
+      unnamed.clear_name();
+      std::string bytes = unnamed.SerializeAsString();
+      const std::string name = Field(1, node.name());
+      // 0: the name after the other fields; 1: a wrong name first, then
+      // the node as protobuf writes it (its name first).
+      bytes = variant == 0 ? bytes + name
+                           : Field(1, "wrong") + node.SerializeAsString();
+      nodes += Field(2, bytes);
+    }
+    const std::string wire =
+        Field(1, Field(1, Field(1, method.name()) + nodes));
+    v1::LowerRequest parsed;
+    ASSERT_TRUE(parsed.ParseFromString(wire));
+    EXPECT_EQ(parsed.program().methods(0).nodes(1).name(), "t");
+    const absl::StatusOr<LowerResult> expected = Lower(parsed);
+    ASSERT_TRUE(expected.ok() && expected->ok) << ResultText(expected);
+    EXPECT_EQ(ResultText(LowerWire(wire)), ResultText(expected)) << variant;
+  }
+}
+
 // What the node-by-node reading leaves to protobuf gives the same result
 // too: a program given in two parts (merged), a node whose name is not
 // UTF-8 (not a valid request), and bytes that are no message at all.
