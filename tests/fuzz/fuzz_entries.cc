@@ -132,6 +132,47 @@ absl::StatusOr<LowerResult> LowerChecked(const v1::LowerRequest& request) {
   return lowered;
 }
 
+// LowerWire, which ferryd runs on a unary Lower's bytes, reads them node by
+// node; it must give what Lower gives for the request protobuf parses from
+// them (the same status, or the same diagnostics and program), and never
+// fail internally.
+void CheckLowerWire(const uint8_t* data, size_t size) {
+  const std::string_view bytes = AsBytes(data, size);
+  absl::StatusOr<LowerResult> from_wire = LowerWire(bytes, {}, FuzzLimits());
+  if (!from_wire.ok() &&
+      from_wire.status().code() == absl::StatusCode::kInternal)
+    Finding("LowerWire failed internally", from_wire.status().ToString());
+  v1::LowerRequest parsed;
+  if (!parsed.ParseFromArray(data, static_cast<int>(size))) {
+    if (from_wire.ok())
+      Finding("LowerWire lowered bytes that are no LowerRequest", "");
+    return;
+  }
+  // (Not the pipeline's own `lowered`: that may have read the bytes as a
+  // bare Program.)
+  absl::StatusOr<LowerResult> expected = Lower(parsed, {}, FuzzLimits());
+  if (expected.ok() != from_wire.ok() ||
+      (!expected.ok() &&
+       expected.status().code() != from_wire.status().code())) {
+    Finding("LowerWire and Lower disagree on the status",
+            absl::StrCat(expected.status().ToString(), " / ",
+                         from_wire.status().ToString()));
+    return;
+  }
+  if (!expected.ok()) return;
+  if (expected->ok != from_wire->ok ||
+      FormatDiagnosticsText(expected->diagnostics, "request") !=
+          FormatDiagnosticsText(from_wire->diagnostics, "request"))
+    Finding("LowerWire and Lower disagree on the diagnostics",
+            FormatDiagnosticsText(from_wire->diagnostics, "request"));
+  if (!expected->ok) return;
+  v1::Program a, b;
+  ExportProgram(expected->program, &a);
+  ExportProgram(from_wire->program, &b);
+  if (Deterministic(a) != Deterministic(b))
+    Finding("LowerWire and Lower lower to different programs", ToText(b));
+}
+
 }  // namespace
 
 int FuzzSchema(const uint8_t* data, size_t size) {
@@ -198,6 +239,7 @@ int FuzzPipeline(const uint8_t* data, size_t size) {
 
   // The whole pipeline; what it accepts must be a valid program.
   absl::StatusOr<LowerResult> lowered = LowerChecked(request);
+  CheckLowerWire(data, size);
   if (!lowered.ok() || !lowered->ok) return 0;
   v1::Program out;
   ExportProgram(lowered->program, &out);

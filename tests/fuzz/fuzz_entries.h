@@ -27,8 +27,9 @@ namespace ferry::fuzz {
 int FuzzSchema(const uint8_t* data, size_t size);
 
 // The bytes are a binary ferry.v1.LowerRequest or Program: ParseRequest,
-// ImportProgram, ValidateProgram, the export/import round trip, and
-// ferry::Lower with its result checked (it validates, it round-trips).
+// ImportProgram, ValidateProgram, the export/import round trip,
+// ferry::Lower with its result checked (it validates, it round-trips), and
+// ferry::LowerWire on the same bytes (it agrees with Lower).
 int FuzzPipeline(const uint8_t* data, size_t size);
 
 // The bytes are a binary LowerRequest or Program: when it imports and
