@@ -10,6 +10,11 @@
 // frees as it goes; teardown: freeing the request and the response); the
 // memory plan's size over its lower bound (summed over arenas).
 //
+// BM_Pipeline parses the request whole, then lowers it (ferry::Lower);
+// BM_PipelineWire lowers it from its bytes (ferry::LowerWire, which reads
+// the program node by node: its "import" includes the parse), as ferryd
+// does a unary Lower.
+//
 //   build/bin/ferry_pipeline_bench --keep-freed-memory ...
 //
 // keeps freed memory for the next iteration as ferryd does by default
