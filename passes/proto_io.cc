@@ -1108,17 +1108,46 @@ bool ForEachField(std::string_view message, Fn&& fn) {
 // Splits `message` into the values of its length-delimited field `field`,
 // in order, and the rest of its fields (`rest`, in wire form, in order).
 // Parsing `rest` gives the message without that field: the same as parsing
-// the whole message and clearing it. False when the bytes are malformed.
+// the whole message and clearing it. `rest` points into `message` when the
+// other fields are next to each other there (as serializers write a
+// program: its methods, then its constants and modules, whose data is not
+// copied then), else into `storage`, where they are joined. False when the
+// bytes are malformed.
 bool SplitField(std::string_view message, int field,
-                std::vector<std::string_view>& values, std::string& rest) {
-  return ForEachField(
-      message, [&](int number, bool length_delimited, std::string_view value,
-                   std::string_view raw) {
-        if (number == field && length_delimited)
+                std::vector<std::string_view>& values, std::string& storage,
+                std::string_view& rest) {
+  const char* begin = nullptr;
+  const char* end = nullptr;
+  bool joined = false;
+  const bool read =
+      ForEachField(message, [&](int number, bool length_delimited,
+                                std::string_view value, std::string_view raw) {
+        if (number == field && length_delimited) {
           values.push_back(value);
-        else
-          rest.append(raw);
+        } else if (joined) {
+          storage.append(raw);
+        } else if (begin == nullptr || raw.data() == end) {
+          if (begin == nullptr) begin = raw.data();
+          end = raw.data() + raw.size();
+        } else {
+          storage.assign(begin, end);
+          storage.append(raw);
+          joined = true;
+        }
       });
+  if (joined)
+    rest = storage;
+  else if (begin != nullptr)
+    rest = std::string_view(begin, static_cast<size_t>(end - begin));
+  else
+    rest = std::string_view();
+  return read;
+}
+
+// Parses `bytes`, a message in wire form, into `message`.
+bool ParseView(std::string_view bytes, google::protobuf::MessageLite& message) {
+  return bytes.size() <= static_cast<size_t>(INT_MAX) &&
+         message.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()));
 }
 
 // Field numbers of ferry.v1 messages (proto/ferry/v1/program.proto).
@@ -1222,10 +1251,12 @@ std::optional<RequestWire> SplitRequestWire(std::string_view request,
                                             v1::LowerRequest* rest) {
   rest->Clear();
   std::vector<std::string_view> programs;
-  std::string request_rest;
+  std::string storage;
+  std::string_view request_rest;
   // A program given in parts is merged by protobuf: leave it to it.
-  if (!SplitField(request, kRequestProgramField, programs, request_rest) ||
-      programs.size() > 1 || !rest->ParseFromString(request_rest))
+  if (!SplitField(request, kRequestProgramField, programs, storage,
+                  request_rest) ||
+      programs.size() > 1 || !ParseView(request_rest, *rest))
     return std::nullopt;
   RequestWire wire;
   if (!programs.empty()) wire.program = programs.front();
@@ -1267,12 +1298,13 @@ std::optional<Program> ImportRequestWire(std::string_view request,
   std::optional<RequestWire> wire = SplitRequestWire(request, rest);
   if (!wire) return std::nullopt;
   std::vector<std::string_view> method_bytes;
-  std::string program_rest;
+  std::string storage;
+  std::string_view program_rest;
   if (!SplitField(wire->program.value_or(std::string_view()),
-                  kProgramMethodsField, method_bytes, program_rest))
+                  kProgramMethodsField, method_bytes, storage, program_rest))
     return std::nullopt;
   v1::Program program_message;
-  if (!program_message.ParseFromString(program_rest)) return std::nullopt;
+  if (!ParseView(program_rest, program_message)) return std::nullopt;
   WireMethods methods;
   for (std::string_view bytes : method_bytes)
     if (!methods.Add(bytes)) return std::nullopt;

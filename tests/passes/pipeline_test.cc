@@ -253,6 +253,38 @@ TEST(LowerWireTest, ANameWrittenLaterOrTwiceIsTheNodesName) {
   }
 }
 
+// A program whose constants come before, between and after its methods (not
+// as serializers write it): what is not a method is joined before it is
+// parsed, and the program lowers as protobuf reads it.
+TEST(LowerWireTest, ConstantsBetweenMethodsAreRead) {
+  v1::LowerRequest request;
+  ASSERT_TRUE(
+      google::protobuf::TextFormat::ParseFromString(kPerCallCopy, &request));
+  v1::Method second = request.program().methods(0);
+  second.set_name("second");
+  v1::Constant other;
+  other.set_name("v");
+  other.mutable_spec()->set_dtype(v1::F32);
+  other.mutable_spec()->add_sizes(2);
+  v1::Constant third = other;
+  third.set_name("u");
+  const std::string program =
+      Field(2, other.SerializeAsString()) +
+      Field(1, request.program().methods(0).SerializeAsString()) +
+      Field(2, request.program().constants(0).SerializeAsString()) +
+      Field(1, second.SerializeAsString()) +
+      Field(2, third.SerializeAsString());
+  const std::string wire =
+      Field(1, program) + Field(2, request.options().SerializeAsString());
+  v1::LowerRequest parsed;
+  ASSERT_TRUE(parsed.ParseFromString(wire));
+  ASSERT_EQ(parsed.program().methods_size(), 2);
+  ASSERT_EQ(parsed.program().constants_size(), 3);
+  const absl::StatusOr<LowerResult> expected = Lower(parsed);
+  ASSERT_TRUE(expected.ok() && expected->ok) << ResultText(expected);
+  EXPECT_EQ(ResultText(LowerWire(wire)), ResultText(expected));
+}
+
 // What the node-by-node reading leaves to protobuf gives the same result
 // too: a program given in two parts (merged), a node whose name is not
 // UTF-8 (not a valid request), and bytes that are no message at all.
