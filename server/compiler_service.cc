@@ -891,20 +891,21 @@ bool CompilerService::ParseLowerWire(Call* call,
                                      v1::LowerRequest** request,
                                      v1::LowerResponse** response,
                                      std::optional<LowerWireRequest>* wire) {
-  // The bytes in one piece, on an arena the call owns with the request
-  // (freed together once the pipeline has read them).
+  // The bytes in one piece (the received slice itself when there is one,
+  // else a copy), held by an arena the call owns with the request: freed
+  // together once the pipeline has read them.
   auto arena =
       std::make_unique<google::protobuf::Arena>(RequestArenaOptions(0));
-  std::vector<grpc::Slice> slices;
-  if (wire_request->Dump(&slices).ok()) {
-    auto* bytes = google::protobuf::Arena::Create<std::string>(arena.get());
-    bytes->reserve(wire_request->Length());
-    for (const grpc::Slice& slice : slices)
-      bytes->append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+  grpc::Slice piece;
+  if (wire_request->DumpToSingleSlice(&piece).ok()) {
+    auto* held = google::protobuf::Arena::Create<grpc::Slice>(arena.get(),
+                                                              std::move(piece));
+    const std::string_view bytes(reinterpret_cast<const char*>(held->begin()),
+                                 held->size());
     auto* rest =
         google::protobuf::Arena::CreateMessage<v1::LowerRequest>(arena.get());
-    if (std::optional<RequestWire> read = ReadRequestWire(*bytes, rest)) {
-      wire->emplace(LowerWireRequest{*bytes, *read});
+    if (std::optional<RequestWire> read = ReadRequestWire(bytes, rest)) {
+      wire->emplace(LowerWireRequest{bytes, *read});
       *request = rest;
       auto out = std::make_unique<v1::LowerResponse>();
       *response = out.get();
