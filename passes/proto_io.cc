@@ -964,10 +964,6 @@ bool PlausibleProgram(const v1::Program& p) {
   return p.GetReflection()->GetUnknownFields(p).empty();
 }
 
-}  // namespace
-
-namespace {
-
 // The methods of a program as ImportProgramFrom reads them: how many, each
 // one's message (its name, arenas and options; its nodes for ProtoMethods),
 // and each one imported by a given importer.
@@ -1113,9 +1109,11 @@ bool ForEachField(std::string_view message, Fn&& fn) {
 // program: its methods, then its constants and modules, whose data is not
 // copied then), else into `storage`, where they are joined. False when the
 // bytes are malformed.
+// `fields`, when given, gets each of those fields whole (tag included).
 bool SplitField(std::string_view message, int field,
                 std::vector<std::string_view>& values, std::string& storage,
-                std::string_view& rest) {
+                std::string_view& rest,
+                std::vector<std::string_view>* fields = nullptr) {
   const char* begin = nullptr;
   const char* end = nullptr;
   bool joined = false;
@@ -1124,6 +1122,7 @@ bool SplitField(std::string_view message, int field,
                                 std::string_view value, std::string_view raw) {
         if (number == field && length_delimited) {
           values.push_back(value);
+          if (fields != nullptr) fields->push_back(raw);
         } else if (joined) {
           storage.append(raw);
         } else if (begin == nullptr || raw.data() == end) {
@@ -1173,19 +1172,12 @@ class WireMethods {
   // Adds the method `bytes`; false when they are malformed.
   bool Add(std::string_view bytes) {
     std::vector<std::string_view> nodes, fields;
-    std::string rest;
-    if (!ForEachField(bytes, [&](int number, bool length_delimited,
-                                 std::string_view value, std::string_view raw) {
-          if (number == kMethodNodesField && length_delimited) {
-            nodes.push_back(value);
-            fields.push_back(raw);
-          } else {
-            rest.append(raw);
-          }
-        }))
+    std::string storage;
+    std::string_view rest;
+    if (!SplitField(bytes, kMethodNodesField, nodes, storage, rest, &fields))
       return false;
     auto method = std::make_unique<v1::Method>();
-    if (!method->ParseFromString(rest)) return false;
+    if (!ParseView(rest, *method)) return false;
     std::vector<std::string_view> names(nodes.size());
     for (size_t i = 0; i < nodes.size(); ++i) {
       // Serializers write the name first (field 1): then it is read there
@@ -1230,10 +1222,6 @@ class WireMethods {
   bool failed_ = false;
 };
 
-}  // namespace
-
-namespace {
-
 // Adds to `nodes` how many nodes `method` (a Method in wire form) has.
 bool CountMethodNodes(std::string_view method, int64_t& nodes) {
   return ForEachField(method, [&](int number, bool length_delimited,
@@ -1241,10 +1229,6 @@ bool CountMethodNodes(std::string_view method, int64_t& nodes) {
     nodes += number == kMethodNodesField && length_delimited;
   });
 }
-
-}  // namespace
-
-namespace {
 
 // ReadRequestWire but for the node count, left 0.
 std::optional<RequestWire> SplitRequestWire(std::string_view request,
