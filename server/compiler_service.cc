@@ -1117,7 +1117,8 @@ void CompilerService::RunLowerFlight(LowerFlight& flight) {
       grpc::Status status =
           result.status().code() == absl::StatusCode::kCancelled
               ? CallCancelledError("between passes")
-          : result.status().code() == absl::StatusCode::kInvalidArgument
+          : flight.from_wire &&
+                  result.status().code() == absl::StatusCode::kInvalidArgument
               ? InvalidFieldError(
                     "request",
                     absl::StrCat("the request is not a valid ",
