@@ -28,6 +28,7 @@
 #include "google/protobuf/wire_format_lite.h"
 #include "passes/diagnostic_codes.h"
 #include "passes/schema.h"
+#include "passes/wire_node.h"
 
 namespace ferry {
 
@@ -98,14 +99,17 @@ class SpecImporter {
 
   // `name` names the value; `element` >= 0 one element of a tuple result
   // ("t[1]"). The name is only spelled out for a diagnostic.
-  TensorSpec Import(const v1::TensorSpec& p, const std::string& name,
+  // `p` is a ferry.v1.TensorSpec or a wire::SpecView.
+  template <typename SpecMessage>
+  TensorSpec Import(const SpecMessage& p, const std::string& name,
                     int element = -1) {
     TensorSpec s;
     ImportInto(p, name, element, s);
     return s;
   }
   // The same into `s`, a fresh spec (a node's own, made in place).
-  void ImportInto(const v1::TensorSpec& p, const std::string& name, int element,
+  template <typename SpecMessage>
+  void ImportInto(const SpecMessage& p, const std::string& name, int element,
                   TensorSpec& s) {
     auto where = [&] {
       return element < 0 ? name : absl::StrCat(name, "[", element, "]");
@@ -133,9 +137,10 @@ class SpecImporter {
   }
 
   // `where` names the device's owner, asked only for a diagnostic.
-  Device ImportDevice(const v1::Device& p,
+  template <typename DeviceMessage>
+  Device ImportDevice(const DeviceMessage& p,
                       absl::FunctionRef<std::string()> where) {
-    const std::string& type = p.type();
+    const std::string_view type = p.type();
     if (type.empty() || type == "cpu") {
       if (p.index() != 0)
         diagnostics_.Error(codes::kBadDevice,
@@ -163,7 +168,8 @@ class SpecImporter {
       return Device::Cuda(p.index());
     }
     diagnostics_.Error(
-        codes::kBadDevice, absl::StrCat("unknown device type '", type, "'"),
+        codes::kBadDevice,
+        absl::StrCat("unknown device type '", std::string(type), "'"),
         {where()},
         HintOr(DidYouMeanDevice(type),
                "device types are 'cpu' and 'cuda' (lower case)"));
@@ -197,61 +203,43 @@ void ExportSpec(const TensorSpec& s, v1::TensorSpec* p) {
 // (read from the bytes before any node is imported), and each node in turn,
 // parsed when its turn comes: a batch of nodes at a time, onto an arena that
 // is reset for each batch, so that what import reads is in cache.
+// The nodes of a method in wire form, read one at a time: in place where
+// wire::NodeReader reads them, parsed by protobuf where it leaves them.
 class WireNodes {
  public:
-  // `fields[i]`: node i's field of the method, tag included; `names[i]`:
-  // its name, read from it.
-  WireNodes(std::vector<std::string_view> fields,
+  // `nodes[i]`: node i's value in the method (its bytes, without the tag
+  // and length); `names[i]`: its name, read from it.
+  WireNodes(std::vector<std::string_view> nodes,
             std::vector<std::string_view> names, google::protobuf::Arena& arena)
-      : fields_(std::move(fields)), names_(std::move(names)), arena_(arena) {}
-  int size() const { return static_cast<int>(fields_.size()); }
+      : nodes_(std::move(nodes)), names_(std::move(names)), arena_(arena) {}
+  int size() const { return static_cast<int>(nodes_.size()); }
   std::string_view name(int i) const { return names_[i]; }
-  // Node `i`, asked in order; null when its batch does not parse. Valid
-  // until the next batch.
-  const v1::Node* Node(int i) {
-    if (i % kBatch == 0 && !ParseBatch(i)) return nullptr;
-    const v1::Node& node = batch_->nodes(i % kBatch);
-    // The name read ahead is the node's (a second name field would win).
-    if (node.name() != names_[i]) return nullptr;
-    return &node;
+
+  // Node `i` read in place; null when the reader leaves it to protobuf
+  // (Parsed). Valid until the next View.
+  const wire::NodeView* View(int i) {
+    const wire::NodeView* node = reader_.Read(nodes_[i]);
+    return node != nullptr && node->name() == names_[i] ? node : nullptr;
+  }
+  // Node `i` parsed; null when its bytes do not parse, or when it is not
+  // named as read ahead (a second name field would win). Valid until the
+  // next Parsed.
+  const v1::Node* Parsed(int i) {
+    arena_.Reset();
+    auto* node = google::protobuf::Arena::CreateMessage<v1::Node>(&arena_);
+    const std::string_view bytes = nodes_[i];
+    if (bytes.size() > static_cast<size_t>(INT_MAX) ||
+        !node->ParseFromArray(bytes.data(), static_cast<int>(bytes.size())) ||
+        node->name() != names_[i])
+      return nullptr;
+    return node;
   }
 
  private:
-  // Nodes parsed at once: one parse's fixed cost is shared, and their
-  // messages (~0.5 KB each) stay in cache until imported.
-  static constexpr int kBatch = 256;
-
-  // Parses nodes [first, first + kBatch) as the nodes of one Method: their
-  // fields, one after another, are such a method in wire form.
-  bool ParseBatch(int first) {
-    arena_.Reset();
-    batch_ = google::protobuf::Arena::CreateMessage<v1::Method>(&arena_);
-    const int last = std::min(first + kBatch, size());
-    // Usually the fields are next to each other in the request; when
-    // another field comes between, they are joined.
-    const char* begin = fields_[first].data();
-    const char* end = begin;
-    for (int j = first; j < last && end != nullptr; ++j)
-      end = fields_[j].data() == end ? end + fields_[j].size() : nullptr;
-    std::string_view bytes;
-    if (end != nullptr) {
-      bytes = std::string_view(begin, static_cast<size_t>(end - begin));
-    } else {
-      joined_.clear();
-      for (int j = first; j < last; ++j) joined_.append(fields_[j]);
-      bytes = joined_;
-    }
-    return bytes.size() <= static_cast<size_t>(INT_MAX) &&
-           batch_->ParseFromArray(bytes.data(),
-                                  static_cast<int>(bytes.size())) &&
-           batch_->nodes_size() == last - first;
-  }
-
-  std::vector<std::string_view> fields_;
+  std::vector<std::string_view> nodes_;
   std::vector<std::string_view> names_;
+  wire::NodeReader reader_;
   google::protobuf::Arena& arena_;
-  v1::Method* batch_ = nullptr;  // on arena_
-  std::string joined_;
 };
 
 // Imports one method (or a lowered module's graph).
@@ -299,12 +287,14 @@ class MethodImporter {
     ReserveNodes(m.nodes, size);
     building_ = &m;
     for (int i = 0; i < size; ++i) {
-      const v1::Node* node = nodes.Node(i);
-      if (node == nullptr) {
+      if (const wire::NodeView* view = nodes.View(i)) {
+        ImportNode(*view, i, m);
+      } else if (const v1::Node* node = nodes.Parsed(i)) {
+        ImportNode(*node, i, m);
+      } else {
         failed_ = true;
         break;
       }
-      ImportNode(*node, i, m);
     }
     return Finish(p, m);
   }
@@ -383,18 +373,19 @@ class MethodImporter {
   // asked only for the rest. When names are empty or repeated the index
   // alone decides (it knows only given names, and keeps a name's first
   // node).
-  int32_t Resolve(const std::string& name, const std::string& reader,
+  int32_t Resolve(std::string_view name, const std::string& reader,
                   int32_t at) {
     if (names_are_plain_ && building_ != nullptr) {
       for (int32_t j = at - 1; j >= 0 && j >= at - kRecentNodes; --j)
         if (building_->nodes[j].name == name) return j;
     }
-    auto it = index_.find(absl::string_view(name));
+    auto it = index_.find(absl::string_view(name.data(), name.size()));
     if (it == index_.end()) {
-      diagnostics_.Error(
-          codes::kDanglingReference,
-          absl::StrCat("reference to undefined value '", name, "'"), {reader},
-          suggester_.DidYouMean(name, NamesBefore(at)));
+      diagnostics_.Error(codes::kDanglingReference,
+                         absl::StrCat("reference to undefined value '",
+                                      std::string(name), "'"),
+                         {reader},
+                         suggester_.DidYouMean(name, NamesBefore(at)));
       return -1;
     }
     if (it->second >= at) {
@@ -402,10 +393,10 @@ class MethodImporter {
           codes::kForwardReference,
           it->second == at
               ? absl::StrCat("node reads its own result")
-              : absl::StrCat("reads '", name,
+              : absl::StrCat("reads '", std::string(name),
                              "', which is defined later: nodes must be in "
                              "topological order (is there a cycle?)"),
-          {reader, name});
+          {reader, std::string(name)});
       return -1;
     }
     return it->second;
@@ -444,25 +435,28 @@ class MethodImporter {
     return true;
   }
 
-  ValueId ResolveWhole(const Method& m, const std::string& name,
+  ValueId ResolveWhole(const Method& m, std::string_view name,
                        const std::string& reader, int32_t at) {
     int32_t n = Resolve(name, reader, at);
     if (n < 0) return ValueId{};
     if (m.nodes[n].result == ResultKind::kTuple) {
       diagnostics_.Error(codes::kTupleUsedAsValue,
-                         absl::StrCat("'", name,
+                         absl::StrCat("'", std::string(name),
                                       "' is a tuple; read one element with "
                                       "a getitem or an element reference"),
-                         {reader, name});
+                         {reader, std::string(name)});
     } else if (m.nodes[n].result == ResultKind::kNone) {
       diagnostics_.Error(codes::kTupleUsedAsValue,
-                         absl::StrCat("'", name, "' has no value"),
-                         {reader, name});
+                         absl::StrCat("'", std::string(name), "' has no value"),
+                         {reader, std::string(name)});
     }
     return ValueId{n, -1};
   }
 
-  ValueId ResolveElement(const Method& m, const v1::ElementRef& e,
+  // `e` is a ferry.v1.ElementRef or a wire::ElementView, `r` a
+  // ferry.v1.ValueRef or a wire::ValueRefView.
+  template <typename ElementMessage>
+  ValueId ResolveElement(const Method& m, const ElementMessage& e,
                          const std::string& reader, int32_t at) {
     int32_t n = Resolve(e.node(), reader, at);
     if (n < 0) return ValueId{};
@@ -470,15 +464,17 @@ class MethodImporter {
     return ValueId{n, e.index()};
   }
 
-  ValueId ResolveRef(const Method& m, const v1::ValueRef& r,
+  template <typename RefMessage>
+  ValueId ResolveRef(const Method& m, const RefMessage& r,
                      const std::string& reader, int32_t at) {
     if (r.has_element()) return ResolveElement(m, r.element(), reader, at);
     return ResolveWhole(m, r.node(), reader, at);
   }
 
-  // Imports `p` into `a`, a fresh argument (made in place in its node's
-  // list, not moved there).
-  void ImportArgument(const Method& m, const v1::Argument& p,
+  // Imports `p` (a ferry.v1.Argument or a wire::ArgumentView) into `a`, a
+  // fresh argument (made in place in its node's list, not moved there).
+  template <typename ArgumentMessage>
+  void ImportArgument(const Method& m, const ArgumentMessage& p,
                       const std::string& reader, int32_t at, Argument& a) {
     if (!p.name().empty()) a.name = p.name();
     switch (p.kind_case()) {
@@ -492,7 +488,7 @@ class MethodImporter {
         break;
       case v1::Argument::kValues:
         a.kind = ArgKind::kValueList;
-        for (const v1::ValueRef& r : p.values().values())
+        for (const auto& r : p.values().values())
           a.values.push_back(ResolveRef(m, r, reader, at));
         break;
       case v1::Argument::kIntValue:
@@ -531,8 +527,10 @@ class MethodImporter {
     }
   }
 
-  // Imports node `i`, appending it to `m` (which holds nodes 0..i-1).
-  void ImportNode(const v1::Node& p, int32_t i, Method& m) {
+  // Imports node `i`, appending it to `m` (which holds nodes 0..i-1). `p`
+  // is a ferry.v1.Node or a wire::NodeView (passes/wire_node.h).
+  template <typename NodeMessage>
+  void ImportNode(const NodeMessage& p, int32_t i, Method& m) {
     Node& n = m.nodes.emplace_back();
     // (Assigned, not built and moved: one copy of the name.)
     if (p.name().empty())
@@ -542,8 +540,9 @@ class MethodImporter {
     const std::string& name = n.name;
     if (!p.delegation_tag().empty()) n.delegation_tag = p.delegation_tag();
     if (p.has_source()) {
-      n.source = Shared<const SourceLocation>::Make(SourceLocation{
-          p.source().file(), p.source().line(), p.source().name()});
+      n.source = Shared<const SourceLocation>::Make(
+          SourceLocation{std::string(p.source().file()), p.source().line(),
+                         std::string(p.source().name())});
     }
     switch (p.result_case()) {
       case v1::Node::kTensor:
@@ -613,7 +612,7 @@ class MethodImporter {
         if (!p.call().schema().empty()) n.schema_text = p.call().schema();
         n.at_load = p.call().at_load();
         n.args.reserve(p.call().args_size());
-        for (const v1::Argument& a : p.call().args())
+        for (const auto& a : p.call().args())
           ImportArgument(m, a, name, i, n.args.emplace_back());
         ResolveSchema(n, registered);
         break;
@@ -622,7 +621,7 @@ class MethodImporter {
         n.kind = NodeKind::kDelegate;
         n.target = p.delegate().module();
         n.args.reserve(p.delegate().args_size());
-        for (const v1::Argument& a : p.delegate().args())
+        for (const auto& a : p.delegate().args())
           ImportArgument(m, a, name, i, n.args.emplace_back());
         if (!modules_.FindModule(n.target))
           diagnostics_.Error(
@@ -647,7 +646,7 @@ class MethodImporter {
       case v1::Node::kOutput:
         n.kind = NodeKind::kOutput;
         n.args.reserve(p.output().values_size());
-        for (const v1::Argument& a : p.output().values())
+        for (const auto& a : p.output().values())
           ImportArgument(m, a, name, i, n.args.emplace_back());
         if (n.result != ResultKind::kNone)
           diagnostics_.Error(codes::kBadResult, "output node with a result",
@@ -1109,11 +1108,9 @@ bool ForEachField(std::string_view message, Fn&& fn) {
 // program: its methods, then its constants and modules, whose data is not
 // copied then), else into `storage`, where they are joined. False when the
 // bytes are malformed.
-// `fields`, when given, gets each of those fields whole (tag included).
 bool SplitField(std::string_view message, int field,
                 std::vector<std::string_view>& values, std::string& storage,
-                std::string_view& rest,
-                std::vector<std::string_view>* fields = nullptr) {
+                std::string_view& rest) {
   const char* begin = nullptr;
   const char* end = nullptr;
   bool joined = false;
@@ -1122,7 +1119,6 @@ bool SplitField(std::string_view message, int field,
                                 std::string_view value, std::string_view raw) {
         if (number == field && length_delimited) {
           values.push_back(value);
-          if (fields != nullptr) fields->push_back(raw);
         } else if (joined) {
           storage.append(raw);
         } else if (begin == nullptr || raw.data() == end) {
@@ -1171,17 +1167,17 @@ class WireMethods {
 
   // Adds the method `bytes`; false when they are malformed.
   bool Add(std::string_view bytes) {
-    std::vector<std::string_view> nodes, fields;
+    std::vector<std::string_view> nodes;
     std::string storage;
     std::string_view rest;
-    if (!SplitField(bytes, kMethodNodesField, nodes, storage, rest, &fields))
+    if (!SplitField(bytes, kMethodNodesField, nodes, storage, rest))
       return false;
     auto method = std::make_unique<v1::Method>();
     if (!ParseView(rest, *method)) return false;
     std::vector<std::string_view> names(nodes.size());
     for (size_t i = 0; i < nodes.size(); ++i) {
       // Serializers write the name first (field 1): then it is read there
-      // (WireNodes checks it against the parsed node, where a later name
+      // (WireNodes checks it against the node read, where a later name
       // field would win). Otherwise the last name field is the name.
       const std::string_view node = nodes[i];
       if (node.size() >= 2 && node[0] == kNodeNameTag &&
@@ -1197,7 +1193,7 @@ class WireMethods {
         return false;
     }
     messages_.push_back(std::move(method));
-    nodes_.push_back(std::make_unique<WireNodes>(std::move(fields),
+    nodes_.push_back(std::make_unique<WireNodes>(std::move(nodes),
                                                  std::move(names), *arena_));
     return true;
   }
@@ -1213,8 +1209,9 @@ class WireMethods {
   bool failed() const { return failed_; }
 
  private:
-  // Room for the nodes parsed between two resets of the arena.
-  static constexpr size_t kBlockBytes = 256 << 10;
+  // Room for a node that protobuf parses (WireNodes::Parsed): one at a
+  // time, the arena reset for each. A larger one takes more blocks.
+  static constexpr size_t kBlockBytes = 64 << 10;
   std::unique_ptr<char[]> block_;
   std::unique_ptr<google::protobuf::Arena> arena_;
   std::vector<std::unique_ptr<v1::Method>> messages_;

@@ -46,9 +46,11 @@ std::optional<RequestWire> ReadRequestWire(std::string_view request,
                                            v1::LowerRequest* rest);
 
 // ImportProgram of the program of `request`, a ferry.v1.LowerRequest in
-// binary form, read node by node: each node is parsed from the wire form when
-// import reaches it, onto a small arena that is reused, so that the request
-// is never parsed whole (docs/performance.md, "Twenty-first round").
+// binary form, read node by node: each node is read from the wire form when
+// import reaches it, in place (wire::NodeReader, passes/wire_node.h) or, when
+// that reader leaves it to protobuf, parsed onto a small arena that is
+// reused. The request is never parsed whole (docs/performance.md,
+// "Twenty-first round" and "Twenty-second round").
 // `rest` gets the request without its program. The same program and
 // diagnostics as parsing the request and importing its program; nullopt when
 // the bytes are not a well-formed request (or give the program in several

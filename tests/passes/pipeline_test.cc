@@ -133,27 +133,6 @@ TEST(PipelineTest, AnInvalidRequestIsNotReleased) {
 
 // --- LowerWire: the program read node by node from the request's bytes ----
 
-// Everything a lowering gives, as text: the report (without the stages'
-// times) and the lowered program; or the status.
-std::string ResultText(const absl::StatusOr<LowerResult>& result) {
-  if (!result.ok()) return "status: " + result.status().ToString();
-  v1::LowerReport report = LowerReportToProto(*result);
-  for (v1::PassStats& pass : *report.mutable_stats()->mutable_passes())
-    pass.set_micros(0);
-  v1::Program program;
-  ExportProgram(result->program, &program);
-  std::string report_text, program_text;
-  google::protobuf::TextFormat::PrintToString(report, &report_text);
-  google::protobuf::TextFormat::PrintToString(program, &program_text);
-  return report_text + program_text;
-}
-
-std::string Binary(const v1::LowerRequest& request) {
-  std::string bytes;
-  EXPECT_TRUE(request.SerializeToString(&bytes));
-  return bytes;
-}
-
 // Every request of the conformance case table, those that lower and those
 // that are refused, lowers from its bytes as from the parsed request: the
 // same report, diagnostics and sources included, and the same program.
@@ -203,19 +182,6 @@ program {
   ASSERT_FALSE(expected->ok);
   EXPECT_GE(expected->diagnostics.items().size(), 4u);
   EXPECT_EQ(ResultText(LowerWire(Binary(request))), ResultText(expected));
-}
-
-// A length-delimited field in wire form.
-std::string Field(int number, const std::string& value) {
-  std::string out(1, static_cast<char>(number << 3 | 2));
-  for (size_t n = value.size();; n >>= 7) {
-    if (n < 0x80) {
-      out.push_back(static_cast<char>(n));
-      break;
-    }
-    out.push_back(static_cast<char>((n & 0x7f) | 0x80));
-  }
-  return out + value;
 }
 
 // Nodes whose name is not their first field, or is given twice (the last

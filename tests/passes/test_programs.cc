@@ -1,6 +1,11 @@
 #include "tests/passes/test_programs.h"
 
 #include "absl/strings/str_cat.h"
+#include "ferry/v1/report.pb.h"
+#include "google/protobuf/text_format.h"
+#include "gtest/gtest.h"
+#include "passes/proto_io.h"
+#include "passes/report_io.h"
 
 namespace ferry::testing_util {
 
@@ -65,6 +70,37 @@ std::string ArgsOf(const Method& method, const std::string& name) {
     absl::StrAppend(&s, s.empty() ? "" : " ", method.ValueName(v));
   });
   return s;
+}
+
+std::string ResultText(const absl::StatusOr<LowerResult>& result) {
+  if (!result.ok()) return "status: " + result.status().ToString();
+  v1::LowerReport report = LowerReportToProto(*result);
+  for (v1::PassStats& pass : *report.mutable_stats()->mutable_passes())
+    pass.set_micros(0);
+  v1::Program program;
+  ExportProgram(result->program, &program);
+  std::string report_text, program_text;
+  google::protobuf::TextFormat::PrintToString(report, &report_text);
+  google::protobuf::TextFormat::PrintToString(program, &program_text);
+  return report_text + program_text;
+}
+
+std::string Binary(const v1::LowerRequest& request) {
+  std::string bytes;
+  EXPECT_TRUE(request.SerializeToString(&bytes));
+  return bytes;
+}
+
+std::string Field(int number, const std::string& value) {
+  std::string out(1, static_cast<char>(number << 3 | 2));
+  for (size_t n = value.size();; n >>= 7) {
+    if (n < 0x80) {
+      out.push_back(static_cast<char>(n));
+      break;
+    }
+    out.push_back(static_cast<char>((n & 0x7f) | 0x80));
+  }
+  return out + value;
 }
 
 }  // namespace ferry::testing_util

@@ -5,7 +5,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "ferry/v1/program.pb.h"
 #include "passes/ir.h"
+#include "passes/pipeline.h"
 #include "tests/support/programs.h"  // ParseProgram, ParseOptions
 
 namespace ferry::testing_util {
@@ -32,6 +35,14 @@ std::string NodeNames(const Method& method);
 int CountOp(const Method& method, const std::string& op);
 // The operand names of node `name`, e.g. "a_to_cuda0 b".
 std::string ArgsOf(const Method& method, const std::string& name);
+
+// Everything a lowering gives, as text: the report (without the stages'
+// times) and the lowered program; or the status.
+std::string ResultText(const absl::StatusOr<LowerResult>& result);
+// The request in wire form.
+std::string Binary(const v1::LowerRequest& request);
+// A length-delimited field in wire form: field `number`, `value`.
+std::string Field(int number, const std::string& value);
 
 }  // namespace ferry::testing_util
 

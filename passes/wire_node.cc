@@ -1,0 +1,441 @@
+#include "passes/wire_node.h"
+
+#include <bit>
+#include <climits>
+
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/stubs/common.h"
+#include "google/protobuf/wire_format_lite.h"
+
+namespace ferry::wire {
+namespace {
+
+using google::protobuf::internal::WireFormatLite;
+constexpr int kVarint = WireFormatLite::WIRETYPE_VARINT;
+constexpr int kFixed64 = WireFormatLite::WIRETYPE_FIXED64;
+constexpr int kLength = WireFormatLite::WIRETYPE_LENGTH_DELIMITED;
+
+// Marks field `number` of a message as read; false when it was already.
+bool First(uint32_t& seen, int number) {
+  const uint32_t bit = uint32_t{1} << number;
+  if ((seen & bit) != 0) return false;
+  seen |= bit;
+  return true;
+}
+
+}  // namespace
+
+// One node's reading: protobuf's stream over its bytes, and the reader's
+// pools. Each Read* reads a field's value, its wire type given; false when
+// it is not what the schema says or not in the bytes.
+class NodeReader::Fields {
+ public:
+  Fields(std::string_view bytes, NodeReader& reader)
+      : bytes_(bytes),
+        in_(reinterpret_cast<const uint8_t*>(bytes.data()),
+            static_cast<int>(bytes.size())),
+        end_(static_cast<int>(bytes.size())),
+        reader_(reader) {}
+
+  bool ReadNode(NodeView& n) {
+    uint32_t seen = 0;
+    return Loop([&](int number, int type) {
+      if (!First(seen, number)) return false;
+      switch (number) {
+        case v1::Node::kNameFieldNumber:
+          return ReadString(type, n.name_);
+        case v1::Node::kInputFieldNumber:
+          return Kind(n, number) && ReadInput(type, n.input_);
+        case v1::Node::kConstantFieldNumber:
+          return Kind(n, number) && ReadConstant(type, n.constant_);
+        case v1::Node::kCallFieldNumber:
+          return Kind(n, number) && ReadCall(type, n.call_);
+        case v1::Node::kDelegateFieldNumber:
+          return Kind(n, number) && ReadDelegate(type, n.call_);
+        case v1::Node::kGetitemFieldNumber:
+          return Kind(n, number) && ReadGetItem(type, n.getitem_);
+        case v1::Node::kOutputFieldNumber:
+          return Kind(n, number) && ReadOutput(type, n.call_);
+        case v1::Node::kTensorFieldNumber:
+          return Result(n, number) && ReadSpec(type, n.tensor_);
+        case v1::Node::kTupleFieldNumber:
+          return Result(n, number) && ReadTuple(type, n.tuple_);
+        case v1::Node::kScalarFieldNumber:
+          return Result(n, number) && ReadInt32(type, n.scalar_);
+        case v1::Node::kDelegationTagFieldNumber:
+          return ReadString(type, n.delegation_tag_);
+        case v1::Node::kSourceFieldNumber:
+          n.has_source_ = true;
+          return ReadSource(type, n.source_);
+      }
+      return false;
+    });
+  }
+
+ private:
+  // Sets a node's oneofs, each at most once.
+  static bool Kind(NodeView& n, int number) {
+    if (n.kind_ != v1::Node::KIND_NOT_SET) return false;
+    n.kind_ = static_cast<v1::Node::KindCase>(number);
+    return true;
+  }
+  static bool Result(NodeView& n, int number) {
+    if (n.result_ != v1::Node::RESULT_NOT_SET) return false;
+    n.result_ = static_cast<v1::Node::ResultCase>(number);
+    return true;
+  }
+
+  bool ReadInput(int type, InputView& input) {
+    uint32_t seen = 0;
+    return Message(type, [&](int number, int field_type) {
+      if (!First(seen, number)) return false;
+      switch (number) {
+        case v1::InputNode::kKindFieldNumber:
+          return ReadInt32(field_type, input.kind_);
+        case v1::InputNode::kTargetFieldNumber:
+          return ReadString(field_type, input.target_);
+      }
+      return false;
+    });
+  }
+
+  bool ReadConstant(int type, ConstantView& constant) {
+    uint32_t seen = 0;
+    return Message(type, [&](int number, int field_type) {
+      return number == v1::ConstantNode::kNameFieldNumber &&
+             First(seen, number) && ReadString(field_type, constant.name_);
+    });
+  }
+
+  bool ReadCall(int type, CallView& call) {
+    uint32_t seen = 0;
+    return Message(type, [&](int number, int field_type) {
+      switch (number) {
+        case v1::CallNode::kOpFieldNumber:
+          return First(seen, number) && ReadString(field_type, call.op_);
+        case v1::CallNode::kArgsFieldNumber:
+          return ReadArgument(field_type, call.args_);
+        case v1::CallNode::kSchemaFieldNumber:
+          return First(seen, number) && ReadString(field_type, call.schema_);
+        case v1::CallNode::kAtLoadFieldNumber:
+          return First(seen, number) && ReadBool(field_type, call.at_load_);
+      }
+      return false;
+    });
+  }
+
+  bool ReadDelegate(int type, CallView& delegate) {
+    uint32_t seen = 0;
+    return Message(type, [&](int number, int field_type) {
+      switch (number) {
+        case v1::DelegateNode::kModuleFieldNumber:
+          return First(seen, number) && ReadString(field_type, delegate.op_);
+        case v1::DelegateNode::kArgsFieldNumber:
+          return ReadArgument(field_type, delegate.args_);
+      }
+      return false;
+    });
+  }
+
+  bool ReadOutput(int type, CallView& output) {
+    return Message(type, [&](int number, int field_type) {
+      return number == v1::OutputNode::kValuesFieldNumber &&
+             ReadArgument(field_type, output.args_);
+    });
+  }
+
+  bool ReadGetItem(int type, GetItemView& getitem) {
+    uint32_t seen = 0;
+    return Message(type, [&](int number, int field_type) {
+      if (!First(seen, number)) return false;
+      switch (number) {
+        case v1::GetItemNode::kSourceFieldNumber:
+          return ReadString(field_type, getitem.source_);
+        case v1::GetItemNode::kIndexFieldNumber:
+          return ReadInt32(field_type, getitem.index_);
+      }
+      return false;
+    });
+  }
+
+  // One more argument of `args`.
+  bool ReadArgument(int type, Run<ArgumentView>& args) {
+    ArgumentView* a = Append(reader_.args_, args);
+    if (a == nullptr) return false;
+    uint32_t seen = 0;
+    return Message(type, [&](int number, int field_type) {
+      if (!First(seen, number)) return false;
+      if (number == v1::Argument::kNameFieldNumber)
+        return ReadString(field_type, a->name_);
+      if (a->kind_ != v1::Argument::KIND_NOT_SET) return false;  // a oneof
+      a->kind_ = static_cast<v1::Argument::KindCase>(number);
+      switch (number) {
+        case v1::Argument::kValueFieldNumber:
+        case v1::Argument::kStringValueFieldNumber:
+          return ReadString(field_type, a->text_);
+        case v1::Argument::kElementFieldNumber:
+          return ReadElement(field_type, a->element_);
+        case v1::Argument::kValuesFieldNumber:
+          return Message(field_type, [&](int list_number, int list_type) {
+            return list_number == v1::ValueList::kValuesFieldNumber &&
+                   ReadValueRef(list_type, a->values_.values_);
+          });
+        case v1::Argument::kIntValueFieldNumber:
+        case v1::Argument::kBoolValueFieldNumber:
+        case v1::Argument::kDtypeFieldNumber:
+          return ReadInt64(field_type, a->int_value_);
+        case v1::Argument::kFloatValueFieldNumber: {
+          uint64_t bits = 0;
+          if (field_type != kFixed64 || !in_.ReadLittleEndian64(&bits))
+            return false;
+          a->float_value_ = std::bit_cast<double>(bits);
+          return true;
+        }
+        case v1::Argument::kIntsFieldNumber:
+          return Message(field_type, [&](int list_number, int list_type) {
+            return list_number == v1::IntList::kValuesFieldNumber &&
+                   ReadInts(list_type, a->ints_.values_);
+          });
+        case v1::Argument::kNoneFieldNumber:
+          return Message(field_type, [](int, int) { return false; });
+      }
+      return false;
+    });
+  }
+
+  bool ReadValueRef(int type, Run<ValueRefView>& refs) {
+    ValueRefView* r = Append(reader_.refs_, refs);
+    if (r == nullptr) return false;
+    bool set = false;  // the oneof
+    return Message(type, [&](int number, int field_type) {
+      if (set) return false;
+      set = true;
+      switch (number) {
+        case v1::ValueRef::kNodeFieldNumber:
+          return ReadString(field_type, r->node_);
+        case v1::ValueRef::kElementFieldNumber:
+          r->has_element_ = true;
+          return ReadElement(field_type, r->element_);
+      }
+      return false;
+    });
+  }
+
+  bool ReadElement(int type, ElementView& element) {
+    uint32_t seen = 0;
+    return Message(type, [&](int number, int field_type) {
+      if (!First(seen, number)) return false;
+      switch (number) {
+        case v1::ElementRef::kNodeFieldNumber:
+          return ReadString(field_type, element.node_);
+        case v1::ElementRef::kIndexFieldNumber:
+          return ReadInt32(field_type, element.index_);
+      }
+      return false;
+    });
+  }
+
+  bool ReadTuple(int type, TupleView& tuple) {
+    return Message(type, [&](int number, int field_type) {
+      if (number != v1::TupleSpec::kElementsFieldNumber) return false;
+      SpecView* spec = Append(reader_.specs_, tuple.elements_);
+      return spec != nullptr && ReadSpec(field_type, *spec);
+    });
+  }
+
+  bool ReadSpec(int type, SpecView& spec) {
+    uint32_t seen = 0;
+    return Message(type, [&](int number, int field_type) {
+      switch (number) {
+        case v1::TensorSpec::kDtypeFieldNumber:
+          return First(seen, number) && ReadInt32(field_type, spec.dtype_);
+        case v1::TensorSpec::kSizesFieldNumber:
+          return ReadInts(field_type, spec.sizes_);
+        case v1::TensorSpec::kStridesFieldNumber:
+          return ReadInts(field_type, spec.strides_);
+        case v1::TensorSpec::kStorageOffsetFieldNumber:
+          return First(seen, number) &&
+                 ReadInt64(field_type, spec.storage_offset_);
+        case v1::TensorSpec::kDeviceFieldNumber:
+          spec.has_device_ = true;
+          return First(seen, number) && ReadDevice(field_type, spec.device_);
+        case v1::TensorSpec::kMemoryFieldNumber:
+          spec.has_memory_ = true;
+          return First(seen, number) && ReadMemory(field_type, spec.memory_);
+      }
+      return false;
+    });
+  }
+
+  bool ReadDevice(int type, DeviceView& device) {
+    uint32_t seen = 0;
+    return Message(type, [&](int number, int field_type) {
+      if (!First(seen, number)) return false;
+      switch (number) {
+        case v1::Device::kTypeFieldNumber:
+          return ReadString(field_type, device.type_);
+        case v1::Device::kIndexFieldNumber:
+          return ReadInt32(field_type, device.index_);
+      }
+      return false;
+    });
+  }
+
+  bool ReadMemory(int type, MemoryView& memory) {
+    uint32_t seen = 0;
+    return Message(type, [&](int number, int field_type) {
+      if (!First(seen, number)) return false;
+      switch (number) {
+        case v1::MemoryPlacement::kArenaFieldNumber:
+          return ReadInt32(field_type, memory.arena_);
+        case v1::MemoryPlacement::kOffsetFieldNumber:
+          return ReadInt64(field_type, memory.offset_);
+        case v1::MemoryPlacement::kSizeFieldNumber:
+          return ReadInt64(field_type, memory.size_);
+        case v1::MemoryPlacement::kPlannedFieldNumber:
+          return ReadBool(field_type, memory.planned_);
+      }
+      return false;
+    });
+  }
+
+  bool ReadSource(int type, SourceView& source) {
+    uint32_t seen = 0;
+    return Message(type, [&](int number, int field_type) {
+      if (!First(seen, number)) return false;
+      switch (number) {
+        case v1::SourceLocation::kFileFieldNumber:
+          return ReadString(field_type, source.file_);
+        case v1::SourceLocation::kLineFieldNumber:
+          return ReadInt32(field_type, source.line_);
+        case v1::SourceLocation::kNameFieldNumber:
+          return ReadString(field_type, source.name_);
+      }
+      return false;
+    });
+  }
+
+  // Reads the fields up to end_, each with `field(number, wire_type)`,
+  // which reads its value. True when every field reads and the last ends
+  // at end_. (The stream's own limits would do the same, at the cost of a
+  // call into protobuf's library for each.)
+  template <typename Field>
+  bool Loop(Field&& field) {
+    while (in_.CurrentPosition() < end_) {
+      const uint32_t tag = in_.ReadTag();
+      const int number =
+          static_cast<int>(WireFormatLite::GetTagFieldNumber(tag));
+      // Field numbers past 31 are none of the schema's (First's bits).
+      if (number == 0 || number > 31 ||
+          !field(number,
+                 static_cast<int>(WireFormatLite::GetTagWireType(tag))) ||
+          in_.CurrentPosition() > end_)
+        return false;
+    }
+    return in_.CurrentPosition() == end_;
+  }
+
+  // A length-delimited value: its length, then `read()` of it, which ends
+  // where it ends.
+  template <typename Read>
+  bool Delimited(int type, Read&& read) {
+    int length = 0;
+    if (type != kLength || !in_.ReadVarintSizeAsInt(&length) ||
+        length > end_ - in_.CurrentPosition())
+      return false;
+    const int outer = end_;
+    end_ = in_.CurrentPosition() + length;
+    const bool ok = read();
+    end_ = outer;
+    return ok;
+  }
+
+  // A submessage: its fields.
+  template <typename Field>
+  bool Message(int type, Field&& field) {
+    return Delimited(type, [&] { return Loop(field); });
+  }
+
+  bool ReadString(int type, std::string_view& value) {
+    int length = 0;
+    if (type != kLength || !in_.ReadVarintSizeAsInt(&length) ||
+        length > end_ - in_.CurrentPosition())
+      return false;
+    const char* data = bytes_.data() + in_.CurrentPosition();
+    // As protobuf checks a proto3 string when it parses one.
+    if (!google::protobuf::internal::IsStructurallyValidUTF8(data, length))
+      return false;
+    value = std::string_view(data, static_cast<size_t>(length));
+    return in_.Skip(length);
+  }
+
+  // Integers as protobuf's parser reads them: a varint, cut to the field's
+  // width.
+  bool ReadInt64(int type, int64_t& value) {
+    uint64_t v = 0;
+    if (type != kVarint || !in_.ReadVarint64(&v)) return false;
+    value = static_cast<int64_t>(v);
+    return true;
+  }
+  template <typename Int>
+  bool ReadInt32(int type, Int& value) {
+    int64_t v = 0;
+    if (!ReadInt64(type, v)) return false;
+    value = static_cast<int32_t>(v);
+    return true;
+  }
+  bool ReadBool(int type, bool& value) {
+    int64_t v = 0;
+    if (!ReadInt64(type, v)) return false;
+    value = v != 0;
+    return true;
+  }
+
+  // More of a repeated int64 field: one value, or a packed run of them.
+  bool ReadInts(int type, Run<int64_t>& run) {
+    std::vector<int64_t>& pool = reader_.ints_;
+    if (type == kVarint) {
+      int64_t* value = Append(pool, run);
+      return value != nullptr && ReadInt64(type, *value);
+    }
+    return Delimited(type, [&] {
+      while (in_.CurrentPosition() < end_) {
+        int64_t* value = Append(pool, run);
+        if (value == nullptr || !ReadInt64(kVarint, *value)) return false;
+      }
+      return in_.CurrentPosition() == end_;
+    });
+  }
+
+  // A new last entry of `run`, at the end of `pool`; null when the run is
+  // not at the end (the field's values came apart, a case left to protobuf).
+  template <typename T>
+  static T* Append(std::vector<T>& pool, Run<T>& run) {
+    if (run.count_ == 0) {
+      run.pool_ = &pool;
+      run.first_ = static_cast<uint32_t>(pool.size());
+    } else if (run.first_ + run.count_ != pool.size()) {
+      return nullptr;
+    }
+    ++run.count_;
+    return &pool.emplace_back();
+  }
+
+  std::string_view bytes_;
+  google::protobuf::io::CodedInputStream in_;
+  int end_;  // where the message or packed run being read ends
+  NodeReader& reader_;
+};
+
+const NodeView* NodeReader::Read(std::string_view bytes) {
+  if (bytes.size() > static_cast<size_t>(INT_MAX)) return nullptr;
+  node_ = NodeView();
+  args_.clear();
+  refs_.clear();
+  specs_.clear();
+  ints_.clear();
+  Fields fields(bytes, *this);
+  return fields.ReadNode(node_) ? &node_ : nullptr;
+}
+
+}  // namespace ferry::wire
