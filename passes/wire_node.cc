@@ -2,6 +2,7 @@
 
 #include <bit>
 #include <climits>
+#include <memory>
 
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/stubs/common.h"
@@ -429,7 +430,10 @@ class NodeReader::Fields {
 
 const NodeView* NodeReader::Read(std::string_view bytes) {
   if (bytes.size() > static_cast<size_t>(INT_MAX)) return nullptr;
-  node_ = NodeView();
+  // Made afresh where it is (assigning a new one would build it elsewhere
+  // and copy it over, a cost that shows for each node).
+  std::destroy_at(&node_);
+  std::construct_at(&node_);
   args_.clear();
   refs_.clear();
   specs_.clear();
