@@ -6,6 +6,8 @@
 
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/stubs/common.h"
+#include "google/protobuf/util/field_comparator.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "google/protobuf/wire_format_lite.h"
 
 namespace ferry::wire {
@@ -207,15 +209,13 @@ class NodeReader::Fields {
   bool ReadValueRef(int type, Run<ValueRefView>& refs) {
     ValueRefView* r = Append(reader_.refs_, refs);
     if (r == nullptr) return false;
-    bool set = false;  // the oneof
     return Message(type, [&](int number, int field_type) {
-      if (set) return false;
-      set = true;
+      if (r->ref_ != v1::ValueRef::REF_NOT_SET) return false;  // a oneof
+      r->ref_ = static_cast<v1::ValueRef::RefCase>(number);
       switch (number) {
         case v1::ValueRef::kNodeFieldNumber:
           return ReadString(field_type, r->node_);
         case v1::ValueRef::kElementFieldNumber:
-          r->has_element_ = true;
           return ReadElement(field_type, r->element_);
       }
       return false;
@@ -440,6 +440,161 @@ const NodeView* NodeReader::Read(std::string_view bytes) {
   ints_.clear();
   Fields fields(bytes, *this);
   return fields.ReadNode(node_) ? &node_ : nullptr;
+}
+
+// --- The view as a message -------------------------------------------------
+
+namespace {
+
+void ElementFrom(const ElementView& v, v1::ElementRef* p) {
+  p->set_node(std::string(v.node()));
+  p->set_index(v.index());
+}
+
+void SpecFrom(const SpecView& v, v1::TensorSpec* p) {
+  p->set_dtype(static_cast<v1::DType>(v.dtype()));
+  for (int64_t size : v.sizes()) p->add_sizes(size);
+  for (int64_t stride : v.strides()) p->add_strides(stride);
+  p->set_storage_offset(v.storage_offset());
+  if (v.has_device()) {
+    p->mutable_device()->set_type(std::string(v.device().type()));
+    p->mutable_device()->set_index(v.device().index());
+  }
+  if (v.has_memory()) {
+    v1::MemoryPlacement* memory = p->mutable_memory();
+    memory->set_arena(v.memory().arena());
+    memory->set_offset(v.memory().offset());
+    memory->set_size(v.memory().size());
+    memory->set_planned(v.memory().planned());
+  }
+}
+
+void ArgumentFrom(const ArgumentView& v, v1::Argument* p) {
+  p->set_name(std::string(v.name()));
+  switch (v.kind_case()) {
+    case v1::Argument::kValue:
+      p->set_value(std::string(v.value()));
+      break;
+    case v1::Argument::kElement:
+      ElementFrom(v.element(), p->mutable_element());
+      break;
+    case v1::Argument::kValues:
+      p->mutable_values();
+      for (const ValueRefView& r : v.values().values()) {
+        v1::ValueRef* ref = p->mutable_values()->add_values();
+        if (r.ref_ == v1::ValueRef::kElement)
+          ElementFrom(r.element(), ref->mutable_element());
+        else if (r.ref_ == v1::ValueRef::kNode)
+          ref->set_node(std::string(r.node()));
+      }
+      break;
+    case v1::Argument::kIntValue:
+      p->set_int_value(v.int_value());
+      break;
+    case v1::Argument::kFloatValue:
+      p->set_float_value(v.float_value());
+      break;
+    case v1::Argument::kBoolValue:
+      p->set_bool_value(v.bool_value());
+      break;
+    case v1::Argument::kInts:
+      p->mutable_ints();
+      for (int64_t value : v.ints().values())
+        p->mutable_ints()->add_values(value);
+      break;
+    case v1::Argument::kDtype:
+      p->set_dtype(static_cast<v1::DType>(v.dtype()));
+      break;
+    case v1::Argument::kNone:
+      p->mutable_none();
+      break;
+    case v1::Argument::kStringValue:
+      p->set_string_value(std::string(v.string_value()));
+      break;
+    case v1::Argument::KIND_NOT_SET:
+      break;
+  }
+}
+
+// The node read, as protobuf's message.
+v1::Node ToMessage(const NodeView& v) {
+  v1::Node p;
+  p.set_name(std::string(v.name()));
+  const CallView& call = v.call();
+  switch (v.kind_case()) {
+    case v1::Node::kInput:
+      p.mutable_input()->set_kind(static_cast<v1::InputKind>(v.input().kind()));
+      p.mutable_input()->set_target(std::string(v.input().target()));
+      break;
+    case v1::Node::kConstant:
+      p.mutable_constant()->set_name(std::string(v.constant().name()));
+      break;
+    case v1::Node::kCall:
+      p.mutable_call()->set_op(std::string(call.op()));
+      p.mutable_call()->set_schema(std::string(call.schema()));
+      p.mutable_call()->set_at_load(call.at_load());
+      for (const ArgumentView& a : call.args())
+        ArgumentFrom(a, p.mutable_call()->add_args());
+      break;
+    case v1::Node::kDelegate:
+      p.mutable_delegate()->set_module(std::string(v.delegate().module()));
+      for (const ArgumentView& a : v.delegate().args())
+        ArgumentFrom(a, p.mutable_delegate()->add_args());
+      break;
+    case v1::Node::kGetitem:
+      p.mutable_getitem()->set_source(std::string(v.getitem().source()));
+      p.mutable_getitem()->set_index(v.getitem().index());
+      break;
+    case v1::Node::kOutput:
+      p.mutable_output();
+      for (const ArgumentView& a : v.output().values())
+        ArgumentFrom(a, p.mutable_output()->add_values());
+      break;
+    case v1::Node::KIND_NOT_SET:
+      break;
+  }
+  switch (v.result_case()) {
+    case v1::Node::kTensor:
+      SpecFrom(v.tensor(), p.mutable_tensor());
+      break;
+    case v1::Node::kTuple:
+      p.mutable_tuple();
+      for (int e = 0; e < v.tuple().elements_size(); ++e)
+        SpecFrom(v.tuple().elements(e), p.mutable_tuple()->add_elements());
+      break;
+    case v1::Node::kScalar:
+      p.set_scalar(static_cast<v1::ScalarType>(v.scalar()));
+      break;
+    case v1::Node::RESULT_NOT_SET:
+      break;
+  }
+  p.set_delegation_tag(std::string(v.delegation_tag()));
+  if (v.has_source()) {
+    p.mutable_source()->set_file(std::string(v.source().file()));
+    p.mutable_source()->set_line(v.source().line());
+    p.mutable_source()->set_name(std::string(v.source().name()));
+  }
+  return p;
+}
+
+}  // namespace
+
+std::string DifferenceFromProtobuf(std::string_view bytes, bool* read) {
+  NodeReader reader;
+  const NodeView* view = reader.Read(bytes);
+  if (read != nullptr) *read = view != nullptr;
+  if (view == nullptr) return "";
+  v1::Node parsed;
+  if (!parsed.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+    return "reads what protobuf refuses";
+  std::string differences;
+  google::protobuf::util::DefaultFieldComparator comparator;
+  comparator.set_treat_nan_as_equal(true);  // a NaN read is still a NaN
+  google::protobuf::util::MessageDifferencer differencer;
+  differencer.set_field_comparator(&comparator);
+  differencer.ReportDifferencesToString(&differences);
+  if (differencer.Compare(parsed, ToMessage(*view))) return "";
+  return differences.empty() ? "differs" : differences;
 }
 
 }  // namespace ferry::wire

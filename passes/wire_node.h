@@ -21,6 +21,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -105,12 +106,12 @@ struct ElementView {
 };
 
 struct ValueRefView {
-  bool has_element() const { return has_element_; }
+  bool has_element() const { return ref_ == v1::ValueRef::kElement; }
   const ElementView& element() const { return element_; }
   std::string_view node() const { return node_; }
+  v1::ValueRef::RefCase ref_ = v1::ValueRef::REF_NOT_SET;
   std::string_view node_;
   ElementView element_;
-  bool has_element_ = false;
 };
 
 struct ValueListView {
@@ -231,6 +232,15 @@ class NodeReader {
   std::vector<SpecView> specs_;
   std::vector<int64_t> ints_;
 };
+
+// The reader checked against protobuf on `bytes` (a ferry.v1.Node in wire
+// form), for tests and the `node` fuzz target: what differs between the
+// node the reader reads, as a message, and protobuf's parse of the same
+// bytes, or "reads what protobuf refuses". Empty when they agree or when
+// the reader leaves the bytes to protobuf. `read`, when given, is set to
+// whether the reader read them.
+std::string DifferenceFromProtobuf(std::string_view bytes,
+                                   bool* read = nullptr);
 
 }  // namespace ferry::wire
 

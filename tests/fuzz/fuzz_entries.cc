@@ -10,7 +10,9 @@
 //    runs eagerly, and computes the same results; a program verified as
 //    given (its own "lowered" form) may fail in any way but a crash;
 //  - pipeline and verify: neither Lower() nor VerifyPrograms() ends with
-//    INTERNAL (an exception or a broken invariant inside).
+//    INTERNAL (an exception or a broken invariant inside);
+//  - node: wire::NodeReader reads nothing protobuf refuses, and what it
+//    reads is protobuf's parse of the same bytes.
 #include "tests/fuzz/fuzz_entries.h"
 
 #include <chrono>
@@ -30,6 +32,7 @@
 #include "passes/resource_limits.h"
 #include "passes/schema.h"
 #include "passes/validate.h"
+#include "passes/wire_node.h"
 #include "runtime/cancel.h"
 #include "runtime/verify.h"
 
@@ -282,11 +285,21 @@ int FuzzVerify(const uint8_t* data, size_t size) {
   return 0;
 }
 
+int FuzzNode(const uint8_t* data, size_t size) {
+  bool read = false;
+  const std::string differences =
+      wire::DifferenceFromProtobuf(AsBytes(data, size), &read);
+  if (!differences.empty())
+    Finding("NodeReader reads a node otherwise than protobuf", differences);
+  return Trace(read ? "read in place" : "left to protobuf"), 0;
+}
+
 std::span<const Target> Targets() {
   static constexpr Target kTargets[] = {
       {"schema", &FuzzSchema},
       {"pipeline", &FuzzPipeline},
       {"verify", &FuzzVerify},
+      {"node", &FuzzNode},
   };
   return kTargets;
 }

@@ -38,8 +38,13 @@ int FuzzPipeline(const uint8_t* data, size_t size);
 // then the same after ferry::Lower.
 int FuzzVerify(const uint8_t* data, size_t size);
 
+// The bytes are a binary ferry.v1.Node: wire::NodeReader (passes/
+// wire_node.h), which ImportRequestWire reads each node of a request with,
+// against protobuf's parse of the same bytes.
+int FuzzNode(const uint8_t* data, size_t size);
+
 struct Target {
-  std::string_view name;  // "schema", "pipeline", "verify"
+  std::string_view name;  // "schema", "pipeline", "verify", "node"
   int (*entry)(const uint8_t* data, size_t size);
 };
 std::span<const Target> Targets();

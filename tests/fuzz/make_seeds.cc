@@ -2,6 +2,8 @@
 //  OUT_DIR/pipeline/, OUT_DIR/verify/: every
 //  tests/conformance/*/request.textproto
 //    and examples/*.textproto as a binary ferry.v1.LowerRequest;
+//  OUT_DIR/node/: every node of those requests' methods, as a binary
+//    ferry.v1.Node;
 //  OUT_DIR/schema/: every schema string of the operator catalogue
 //    (passes/ops/catalogue.h).
 // scripts/fuzz runs it before each fuzzing session.
@@ -41,7 +43,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const fs::path root = argv[1], out = argv[2];
-  for (const char* target : {"schema", "pipeline", "verify"})
+  for (const char* target : {"schema", "pipeline", "verify", "node"})
     fs::create_directories(out / target);
 
   std::vector<fs::path> requests;
@@ -67,6 +69,15 @@ int main(int argc, char** argv) {
     request.SerializeToString(&bytes);
     for (const char* target : {"pipeline", "verify"})
       written += WriteFile(out / target / SeedName(file), bytes) ? 1 : 0;
+    int node = 0;
+    for (const ferry::v1::Method& method : request.program().methods())
+      for (const ferry::v1::Node& n : method.nodes())
+        written +=
+            WriteFile(
+                out / "node" / (SeedName(file) + "_" + std::to_string(node++)),
+                n.SerializeAsString())
+                ? 1
+                : 0;
   }
 
   std::vector<std::string> schemas;
