@@ -18,6 +18,18 @@ constexpr int kVarint = WireFormatLite::WIRETYPE_VARINT;
 constexpr int kFixed64 = WireFormatLite::WIRETYPE_FIXED64;
 constexpr int kLength = WireFormatLite::WIRETYPE_LENGTH_DELIMITED;
 
+// Whether `length` bytes at `data` are UTF-8, as protobuf checks a proto3
+// string when it parses one. ASCII, what names and operators almost always
+// are, is answered here: a string is UTF-8 when what follows its ASCII
+// prefix is.
+bool IsUtf8(const char* data, int length) {
+  for (int i = 0; i < length; ++i)
+    if (static_cast<unsigned char>(data[i]) >= 0x80)
+      return google::protobuf::internal::IsStructurallyValidUTF8(data + i,
+                                                                 length - i);
+  return true;
+}
+
 // Marks field `number` of a message as read; false when it was already.
 bool First(uint32_t& seen, int number) {
   const uint32_t bit = uint32_t{1} << number;
@@ -363,9 +375,7 @@ class NodeReader::Fields {
         length > end_ - in_.CurrentPosition())
       return false;
     const char* data = bytes_.data() + in_.CurrentPosition();
-    // As protobuf checks a proto3 string when it parses one.
-    if (!google::protobuf::internal::IsStructurallyValidUTF8(data, length))
-      return false;
+    if (!IsUtf8(data, length)) return false;
     value = std::string_view(data, static_cast<size_t>(length));
     return in_.Skip(length);
   }
