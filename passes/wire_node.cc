@@ -184,13 +184,17 @@ class NodeReader::Fields {
         return ReadString(field_type, a->name_);
       if (a->kind_ != v1::Argument::KIND_NOT_SET) return false;  // a oneof
       a->kind_ = static_cast<v1::Argument::KindCase>(number);
+      // Each case first makes its member of the view's union the one set.
       switch (number) {
         case v1::Argument::kValueFieldNumber:
         case v1::Argument::kStringValueFieldNumber:
+          a->text_ = std::string_view();
           return ReadString(field_type, a->text_);
         case v1::Argument::kElementFieldNumber:
+          a->element_ = ElementView();
           return ReadElement(field_type, a->element_);
         case v1::Argument::kValuesFieldNumber:
+          a->values_ = ValueListView();
           return Message(field_type, [&](int list_number, int list_type) {
             return list_number == v1::ValueList::kValuesFieldNumber &&
                    ReadValueRef(list_type, a->values_.values_);
@@ -198,6 +202,7 @@ class NodeReader::Fields {
         case v1::Argument::kIntValueFieldNumber:
         case v1::Argument::kBoolValueFieldNumber:
         case v1::Argument::kDtypeFieldNumber:
+          a->int_value_ = 0;
           return ReadInt64(field_type, a->int_value_);
         case v1::Argument::kFloatValueFieldNumber: {
           uint64_t bits = 0;
@@ -207,6 +212,7 @@ class NodeReader::Fields {
           return true;
         }
         case v1::Argument::kIntsFieldNumber:
+          a->ints_ = IntListView();
           return Message(field_type, [&](int list_number, int list_type) {
             return list_number == v1::IntList::kValuesFieldNumber &&
                    ReadInts(list_type, a->ints_.values_);

@@ -125,6 +125,7 @@ struct IntListView {
 };
 
 struct ArgumentView {
+  ArgumentView() {}  // int_value_ set; a union of members with constructors
   std::string_view name() const { return name_; }
   v1::Argument::KindCase kind_case() const { return kind_; }
   std::string_view value() const { return text_; }
@@ -138,12 +139,16 @@ struct ArgumentView {
   std::string_view string_value() const { return text_; }
   std::string_view name_;
   v1::Argument::KindCase kind_ = v1::Argument::KIND_NOT_SET;
-  std::string_view text_;  // value or string_value
-  ElementView element_;
-  ValueListView values_;
-  IntListView ints_;
-  int64_t int_value_ = 0;  // int_value, bool_value or dtype
-  double float_value_ = 0;
+  // The kind's value, as the message's oneof: only kind_'s member is set
+  // and read (an argument in a pool is then half the size).
+  union {
+    int64_t int_value_ = 0;  // int_value, bool_value or dtype
+    double float_value_;
+    std::string_view text_;  // value or string_value
+    ElementView element_;
+    ValueListView values_;
+    IntListView ints_;
+  };
 };
 
 struct InputView {
