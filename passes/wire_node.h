@@ -13,9 +13,9 @@
 // strings in UTF-8, no field the schema does not know. Anything else it
 // refuses, and the caller parses that node with protobuf instead. So a node
 // it reads imports exactly as its parsed message would (LowerWireTest, the
-// pipeline fuzz target), and a field added to the schema but not here makes
-// nodes slower to read, never read wrongly (WireNodeTest checks that every
-// field of the schema is read here).
+// pipeline and node fuzz targets), and a field added to the schema but not here
+// makes nodes slower to read, never read wrongly (WireNodeTest checks that
+// every field of the schema is read here).
 #ifndef FERRY_PASSES_WIRE_NODE_H_
 #define FERRY_PASSES_WIRE_NODE_H_
 
