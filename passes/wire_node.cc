@@ -341,11 +341,14 @@ class NodeReader::Fields {
   template <typename Field>
   bool Loop(Field&& field) {
     while (in_.CurrentPosition() < end_) {
+      const int at = in_.CurrentPosition();
       const uint32_t tag = in_.ReadTag();
       const int number =
           static_cast<int>(WireFormatLite::GetTagFieldNumber(tag));
-      // Field numbers past 31 are none of the schema's (First's bits).
-      if (number == 0 || number > 31 ||
+      // Field numbers past 31 are none of the schema's (First's bits); the
+      // tag of one up to 31 takes at most 2 bytes, unless it is padded
+      // (which protobuf reads only up to 5 bytes: left to it).
+      if (number == 0 || number > 31 || in_.CurrentPosition() - at > 2 ||
           !field(number,
                  static_cast<int>(WireFormatLite::GetTagWireType(tag))) ||
           in_.CurrentPosition() > end_)
@@ -359,9 +362,7 @@ class NodeReader::Fields {
   template <typename Read>
   bool Delimited(int type, Read&& read) {
     int length = 0;
-    if (type != kLength || !in_.ReadVarintSizeAsInt(&length) ||
-        length > end_ - in_.CurrentPosition())
-      return false;
+    if (!ReadLength(type, length)) return false;
     const int outer = end_;
     end_ = in_.CurrentPosition() + length;
     const bool ok = read();
@@ -375,11 +376,19 @@ class NodeReader::Fields {
     return Delimited(type, [&] { return Loop(field); });
   }
 
+  // The length of a length-delimited value, which must end by end_. As
+  // protobuf's parser reads it: at most 5 bytes (the stream alone would
+  // take a padded one of up to 10).
+  bool ReadLength(int type, int& length) {
+    const int at = in_.CurrentPosition();
+    return type == kLength && in_.ReadVarintSizeAsInt(&length) &&
+           in_.CurrentPosition() - at <= 5 &&
+           length <= end_ - in_.CurrentPosition();
+  }
+
   bool ReadString(int type, std::string_view& value) {
     int length = 0;
-    if (type != kLength || !in_.ReadVarintSizeAsInt(&length) ||
-        length > end_ - in_.CurrentPosition())
-      return false;
+    if (!ReadLength(type, length)) return false;
     const char* data = bytes_.data() + in_.CurrentPosition();
     if (!IsUtf8(data, length)) return false;
     value = std::string_view(data, static_cast<size_t>(length));
@@ -387,10 +396,15 @@ class NodeReader::Fields {
   }
 
   // Integers as protobuf's parser reads them: a varint, cut to the field's
-  // width.
+  // width. One of 10 bytes whose last has bits past the 64th is left to
+  // protobuf (which drops them, as the stream does, but need not).
   bool ReadInt64(int type, int64_t& value) {
     uint64_t v = 0;
+    const int at = in_.CurrentPosition();
     if (type != kVarint || !in_.ReadVarint64(&v)) return false;
+    if (in_.CurrentPosition() - at == 10 &&
+        static_cast<unsigned char>(bytes_[in_.CurrentPosition() - 1]) > 1)
+      return false;
     value = static_cast<int64_t>(v);
     return true;
   }
