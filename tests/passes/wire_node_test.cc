@@ -196,6 +196,15 @@ TEST(WireNodeTest, WhatHasMoreThanOneReadingIsLeftToProtobuf) {
        Field(1, "a") + std::string("\x22\x03\x0a\x05") + "aten::sin"},
       {"a truncated node", (Field(1, "a") + call).substr(0, 8)},
       {"a zero tag", Field(1, "a") + std::string(1, '\0')},
+      // Padded varints: protobuf's parser reads a tag or a length of at
+      // most 5 bytes (the stream alone would take 10), and a 10-byte value
+      // drops what is past its 64th bit.
+      {"a length padded past 5 bytes",
+       std::string("\x5a\x80\x80\x80\x80\x80\x80\x80\x00", 9)},
+      {"a tag padded to 3 bytes",
+       std::string("\x8a\x80\x00\x01\x61", 5) + call + tensor},
+      {"a value with bits past the 64th",
+       Field(1, "a") + call + "\x60\xff\xff\xff\xff\xff\xff\xff\xff\xff\x7f"},
   };
   for (const auto& [what, bytes] : cases) {
     SCOPED_TRACE(what);
