@@ -201,10 +201,9 @@ void ExportSpec(const TensorSpec& s, v1::TensorSpec* p) {
 // A method's nodes in the wire form, as the importer reads them when it is
 // given the request's bytes (ImportRequestWire): how many, the name of each
 // (read from the bytes before any node is imported), and each node in turn,
-// parsed when its turn comes: a batch of nodes at a time, onto an arena that
-// is reset for each batch, so that what import reads is in cache.
-// The nodes of a method in wire form, read one at a time: in place where
-// wire::NodeReader reads them, parsed by protobuf where it leaves them.
+// read when its turn comes, so that what import reads is in cache: in place
+// where wire::NodeReader reads it, else parsed by protobuf onto an arena
+// that is reset for each node.
 class WireNodes {
  public:
   // `nodes[i]`: node i's value in the method (its bytes, without the tag
