@@ -30,13 +30,9 @@ bool IsUtf8(const char* data, int length) {
   return true;
 }
 
-// Marks field `number` of a message as read; false when it was already.
-bool First(uint32_t& seen, int number) {
-  const uint32_t bit = uint32_t{1} << number;
-  if ((seen & bit) != 0) return false;
-  seen |= bit;
-  return true;
-}
+// Field `number`'s bit in a set of field numbers (all the schema's are
+// under 32).
+constexpr uint32_t Bit(int number) { return uint32_t{1} << number; }
 
 }  // namespace
 
@@ -53,9 +49,7 @@ class NodeReader::Fields {
         reader_(reader) {}
 
   bool ReadNode(NodeView& n) {
-    uint32_t seen = 0;
     return Loop([&](int number, int type) {
-      if (!First(seen, number)) return false;
       switch (number) {
         case v1::Node::kNameFieldNumber:
           return ReadString(type, n.name_);
@@ -101,9 +95,7 @@ class NodeReader::Fields {
   }
 
   bool ReadInput(int type, InputView& input) {
-    uint32_t seen = 0;
     return Message(type, [&](int number, int field_type) {
-      if (!First(seen, number)) return false;
       switch (number) {
         case v1::InputNode::kKindFieldNumber:
           return ReadInt32(field_type, input.kind_);
@@ -115,36 +107,35 @@ class NodeReader::Fields {
   }
 
   bool ReadConstant(int type, ConstantView& constant) {
-    uint32_t seen = 0;
     return Message(type, [&](int number, int field_type) {
       return number == v1::ConstantNode::kNameFieldNumber &&
-             First(seen, number) && ReadString(field_type, constant.name_);
+             ReadString(field_type, constant.name_);
     });
   }
 
   bool ReadCall(int type, CallView& call) {
-    uint32_t seen = 0;
-    return Message(type, [&](int number, int field_type) {
+    const uint32_t repeated = Bit(v1::CallNode::kArgsFieldNumber);
+    return Message(type, repeated, [&](int number, int field_type) {
       switch (number) {
         case v1::CallNode::kOpFieldNumber:
-          return First(seen, number) && ReadString(field_type, call.op_);
+          return ReadString(field_type, call.op_);
         case v1::CallNode::kArgsFieldNumber:
           return ReadArgument(field_type, call.args_);
         case v1::CallNode::kSchemaFieldNumber:
-          return First(seen, number) && ReadString(field_type, call.schema_);
+          return ReadString(field_type, call.schema_);
         case v1::CallNode::kAtLoadFieldNumber:
-          return First(seen, number) && ReadBool(field_type, call.at_load_);
+          return ReadBool(field_type, call.at_load_);
       }
       return false;
     });
   }
 
   bool ReadDelegate(int type, CallView& delegate) {
-    uint32_t seen = 0;
-    return Message(type, [&](int number, int field_type) {
+    const uint32_t repeated = Bit(v1::DelegateNode::kArgsFieldNumber);
+    return Message(type, repeated, [&](int number, int field_type) {
       switch (number) {
         case v1::DelegateNode::kModuleFieldNumber:
-          return First(seen, number) && ReadString(field_type, delegate.op_);
+          return ReadString(field_type, delegate.op_);
         case v1::DelegateNode::kArgsFieldNumber:
           return ReadArgument(field_type, delegate.args_);
       }
@@ -153,16 +144,15 @@ class NodeReader::Fields {
   }
 
   bool ReadOutput(int type, CallView& output) {
-    return Message(type, [&](int number, int field_type) {
+    const uint32_t repeated = Bit(v1::OutputNode::kValuesFieldNumber);
+    return Message(type, repeated, [&](int number, int field_type) {
       return number == v1::OutputNode::kValuesFieldNumber &&
              ReadArgument(field_type, output.args_);
     });
   }
 
   bool ReadGetItem(int type, GetItemView& getitem) {
-    uint32_t seen = 0;
     return Message(type, [&](int number, int field_type) {
-      if (!First(seen, number)) return false;
       switch (number) {
         case v1::GetItemNode::kSourceFieldNumber:
           return ReadString(field_type, getitem.source_);
@@ -177,9 +167,7 @@ class NodeReader::Fields {
   bool ReadArgument(int type, Run<ArgumentView>& args) {
     ArgumentView* a = Append(reader_.args_, args);
     if (a == nullptr) return false;
-    uint32_t seen = 0;
     return Message(type, [&](int number, int field_type) {
-      if (!First(seen, number)) return false;
       if (number == v1::Argument::kNameFieldNumber)
         return ReadString(field_type, a->name_);
       if (a->kind_ != v1::Argument::KIND_NOT_SET) return false;  // a oneof
@@ -195,10 +183,12 @@ class NodeReader::Fields {
           return ReadElement(field_type, a->element_);
         case v1::Argument::kValuesFieldNumber:
           a->values_ = ValueListView();
-          return Message(field_type, [&](int list_number, int list_type) {
-            return list_number == v1::ValueList::kValuesFieldNumber &&
-                   ReadValueRef(list_type, a->values_.values_);
-          });
+          return Message(field_type, Bit(v1::ValueList::kValuesFieldNumber),
+                         [&](int list_number, int list_type) {
+                           return list_number ==
+                                      v1::ValueList::kValuesFieldNumber &&
+                                  ReadValueRef(list_type, a->values_.values_);
+                         });
         case v1::Argument::kIntValueFieldNumber:
         case v1::Argument::kBoolValueFieldNumber:
         case v1::Argument::kDtypeFieldNumber:
@@ -213,10 +203,12 @@ class NodeReader::Fields {
         }
         case v1::Argument::kIntsFieldNumber:
           a->ints_ = IntListView();
-          return Message(field_type, [&](int list_number, int list_type) {
-            return list_number == v1::IntList::kValuesFieldNumber &&
-                   ReadInts(list_type, a->ints_.values_);
-          });
+          return Message(field_type, Bit(v1::IntList::kValuesFieldNumber),
+                         [&](int list_number, int list_type) {
+                           return list_number ==
+                                      v1::IntList::kValuesFieldNumber &&
+                                  ReadInts(list_type, a->ints_.values_);
+                         });
         case v1::Argument::kNoneFieldNumber:
           return Message(field_type, [](int, int) { return false; });
       }
@@ -241,9 +233,7 @@ class NodeReader::Fields {
   }
 
   bool ReadElement(int type, ElementView& element) {
-    uint32_t seen = 0;
     return Message(type, [&](int number, int field_type) {
-      if (!First(seen, number)) return false;
       switch (number) {
         case v1::ElementRef::kNodeFieldNumber:
           return ReadString(field_type, element.node_);
@@ -255,7 +245,8 @@ class NodeReader::Fields {
   }
 
   bool ReadTuple(int type, TupleView& tuple) {
-    return Message(type, [&](int number, int field_type) {
+    const uint32_t repeated = Bit(v1::TupleSpec::kElementsFieldNumber);
+    return Message(type, repeated, [&](int number, int field_type) {
       if (number != v1::TupleSpec::kElementsFieldNumber) return false;
       SpecView* spec = Append(reader_.specs_, tuple.elements_);
       return spec != nullptr && ReadSpec(field_type, *spec);
@@ -263,33 +254,31 @@ class NodeReader::Fields {
   }
 
   bool ReadSpec(int type, SpecView& spec) {
-    uint32_t seen = 0;
-    return Message(type, [&](int number, int field_type) {
+    const uint32_t repeated = Bit(v1::TensorSpec::kSizesFieldNumber) |
+                              Bit(v1::TensorSpec::kStridesFieldNumber);
+    return Message(type, repeated, [&](int number, int field_type) {
       switch (number) {
         case v1::TensorSpec::kDtypeFieldNumber:
-          return First(seen, number) && ReadInt32(field_type, spec.dtype_);
+          return ReadInt32(field_type, spec.dtype_);
         case v1::TensorSpec::kSizesFieldNumber:
           return ReadInts(field_type, spec.sizes_);
         case v1::TensorSpec::kStridesFieldNumber:
           return ReadInts(field_type, spec.strides_);
         case v1::TensorSpec::kStorageOffsetFieldNumber:
-          return First(seen, number) &&
-                 ReadInt64(field_type, spec.storage_offset_);
+          return ReadInt64(field_type, spec.storage_offset_);
         case v1::TensorSpec::kDeviceFieldNumber:
           spec.has_device_ = true;
-          return First(seen, number) && ReadDevice(field_type, spec.device_);
+          return ReadDevice(field_type, spec.device_);
         case v1::TensorSpec::kMemoryFieldNumber:
           spec.has_memory_ = true;
-          return First(seen, number) && ReadMemory(field_type, spec.memory_);
+          return ReadMemory(field_type, spec.memory_);
       }
       return false;
     });
   }
 
   bool ReadDevice(int type, DeviceView& device) {
-    uint32_t seen = 0;
     return Message(type, [&](int number, int field_type) {
-      if (!First(seen, number)) return false;
       switch (number) {
         case v1::Device::kTypeFieldNumber:
           return ReadString(field_type, device.type_);
@@ -301,9 +290,7 @@ class NodeReader::Fields {
   }
 
   bool ReadMemory(int type, MemoryView& memory) {
-    uint32_t seen = 0;
     return Message(type, [&](int number, int field_type) {
-      if (!First(seen, number)) return false;
       switch (number) {
         case v1::MemoryPlacement::kArenaFieldNumber:
           return ReadInt32(field_type, memory.arena_);
@@ -319,9 +306,7 @@ class NodeReader::Fields {
   }
 
   bool ReadSource(int type, SourceView& source) {
-    uint32_t seen = 0;
     return Message(type, [&](int number, int field_type) {
-      if (!First(seen, number)) return false;
       switch (number) {
         case v1::SourceLocation::kFileFieldNumber:
           return ReadString(field_type, source.file_);
@@ -337,19 +322,24 @@ class NodeReader::Fields {
   // Reads the fields up to end_, each with `field(number, wire_type)`,
   // which reads its value. True when every field reads and the last ends
   // at end_. (The stream's own limits would do the same, at the cost of a
-  // call into protobuf's library for each.)
+  // call into protobuf's library for each.) A field not in `repeated` is
+  // read at most once: a second one is left to protobuf.
   template <typename Field>
-  bool Loop(Field&& field) {
+  bool Loop(Field&& field, uint32_t repeated = 0) {
+    uint32_t seen = 0;  // the fields read, but repeated ones
     while (in_.CurrentPosition() < end_) {
       const int at = in_.CurrentPosition();
       const uint32_t tag = in_.ReadTag();
       const int number =
           static_cast<int>(WireFormatLite::GetTagFieldNumber(tag));
-      // Field numbers past 31 are none of the schema's (First's bits); the
+      // Field numbers past 31 are none of the schema's (Bit's); the
       // tag of one up to 31 takes at most 2 bytes, unless it is padded
       // (which protobuf reads only up to 5 bytes: left to it).
       if (number == 0 || number > 31 || in_.CurrentPosition() - at > 2 ||
-          !field(number,
+          (seen & Bit(number)) != 0)
+        return false;
+      seen |= Bit(number) & ~repeated;
+      if (!field(number,
                  static_cast<int>(WireFormatLite::GetTagWireType(tag))) ||
           in_.CurrentPosition() > end_)
         return false;
@@ -370,10 +360,15 @@ class NodeReader::Fields {
     return ok;
   }
 
-  // A submessage: its fields.
+  // A submessage: its fields, as Loop reads them (`repeated`: the fields
+  // that may come more than once).
+  template <typename Field>
+  bool Message(int type, uint32_t repeated, Field&& field) {
+    return Delimited(type, [&] { return Loop(field, repeated); });
+  }
   template <typename Field>
   bool Message(int type, Field&& field) {
-    return Delimited(type, [&] { return Loop(field); });
+    return Message(type, 0, field);
   }
 
   // The length of a length-delimited value, which must end by end_. As
