@@ -173,13 +173,28 @@ tuple {
 
 // --- What the reader leaves to protobuf --------------------------------------
 
+// Node bytes, each with what they show.
+using Cases = std::vector<std::pair<std::string, std::string>>;
+
+// Each case is read in place when `in_place` (else left to protobuf), as
+// protobuf reads it, and lowers in a request as the parsed request does.
+void ExpectEachCase(const Cases& cases, bool in_place) {
+  for (const auto& [what, bytes] : cases) {
+    SCOPED_TRACE(what);
+    bool read = !in_place;
+    EXPECT_TRUE(ReadsAsParsed(bytes, read));
+    EXPECT_EQ(read, in_place);
+    ExpectLowersAsParsed(bytes);
+  }
+}
+
 // What has more than one reading, or none, is not read in place; the
 // request still lowers as protobuf reads it (or is refused as protobuf
 // refuses it).
 TEST(WireNodeTest, WhatHasMoreThanOneReadingIsLeftToProtobuf) {
   const std::string call = Field(4, Field(1, "aten::sin"));
   const std::string tensor = Field(10, "\x08\x01\x12\x01\x04");  // F32 [4]
-  const std::vector<std::pair<std::string, std::string>> cases = {
+  const Cases cases = {
       {"a name twice", Field(1, "a") + call + tensor + Field(1, "b")},
       {"two kinds", Field(1, "a") + Field(2, "") + call + tensor},
       {"two results", Field(1, "a") + call + tensor + std::string("\x60\x01")},
@@ -206,39 +221,27 @@ TEST(WireNodeTest, WhatHasMoreThanOneReadingIsLeftToProtobuf) {
       {"a value with bits past the 64th",
        Field(1, "a") + call + "\x60\xff\xff\xff\xff\xff\xff\xff\xff\xff\x7f"},
   };
-  for (const auto& [what, bytes] : cases) {
-    SCOPED_TRACE(what);
-    bool read = true;
-    EXPECT_TRUE(ReadsAsParsed(bytes, read));
-    EXPECT_FALSE(read);
-    ExpectLowersAsParsed(bytes);
-  }
+  ExpectEachCase(cases, /*in_place=*/false);
 }
 
 // Repeated integers written one by one rather than packed, an empty node,
 // and fields in any order are each read as protobuf reads them.
 TEST(WireNodeTest, WhatHasOneReadingIsReadInPlace) {
-  const std::vector<std::pair<std::string, std::string>> cases = {
+  const Cases cases = {
       {"sizes unpacked", Field(1, "a") + Field(10, "\x08\x01\x10\x04\x10\x05")},
       {"sizes packed in two runs",
        Field(1, "a") + Field(10, "\x08\x01\x12\x01\x04\x12\x01\x05")},
       {"an empty node", ""},
       {"the name last", Field(4, Field(1, "aten::sin")) + Field(1, "a")},
       {"a bool written as 2", Field(4, std::string("\x20\x02"))},
-      // call { args { values { values { node: "" } } } }: a reference that
-      // names "", set, is not one left empty.
       {"a float argument that is NaN",
        Field(4, Field(2, std::string("\x31\0\0\0\0\0\0\xf8\x7f", 9)))},
+      // call { args { values { values { node: "" } } } }: a reference that
+      // names "", set, is not one left empty.
       {"a reference naming the empty string",
        Field(4, Field(2, Field(4, Field(1, Field(1, "")))))},
   };
-  for (const auto& [what, bytes] : cases) {
-    SCOPED_TRACE(what);
-    bool read = false;
-    EXPECT_TRUE(ReadsAsParsed(bytes, read));
-    EXPECT_TRUE(read);
-    ExpectLowersAsParsed(bytes);
-  }
+  ExpectEachCase(cases, /*in_place=*/true);
 }
 
 }  // namespace
