@@ -10,63 +10,60 @@
 namespace ferry {
 
 StorageRoots::StorageRoots(const Method& method)
-    : StorageRoots(method, nullptr) {}
+    : StorageRoots(method.nodes.size()) {
+  for (int32_t i = 0; i < static_cast<int32_t>(method.nodes.size()); ++i)
+    Add(method, i);
+}
 
 StorageRoots::StorageRoots(const Method& method, ValueSlots& slots)
-    : StorageRoots(method, &slots) {}
+    : StorageRoots(method, slots, [](const StorageRoots&, int32_t) {}) {}
 
-StorageRoots::StorageRoots(const Method& method, ValueSlots* slots)
-    : node_root_(method.nodes.size()),
-      written_start_(method.nodes.size() + 1, 0),
-      metadata_only_(method.nodes.size(), 0) {
-  // Node i's root, metadata flag and written values (appended to written_).
-  // What its schema says about aliasing was worked out when the schema was
-  // parsed (OpSchema::DeriveAliasFacts). A node without schema text carries
-  // the registry's schema for its operator (import resolves it so), whose
-  // entry says whether it reads metadata only.
-  auto visit = [&](int32_t i) {
-    const Node& node = method.nodes[i];
-    node_root_[i] = ValueId{i, -1};
-    if (node.kind == NodeKind::kGetItem) {
-      // A getitem is the tuple element it reads.
-      node_root_[i] = ValueId{node.getitem_source, node.getitem_index};
-      return;
-    }
-    if (node.kind != NodeKind::kCall || !node.schema) return;
-    const OpSchema& schema = *node.schema;
-    if (node.schema_text.empty()) {
-      const OpInfo* info = RegisteredOp(node);
-      metadata_only_[i] = info != nullptr && info->metadata_only;
-    }
-    // Reads its arguments, returns fresh storage.
-    if (!schema.HasAliasAnnotations()) return;
-    absl::StatusOr<BoundArguments> bound = BindArguments(schema, node.args);
-    if (!bound.ok()) return;  // reported by validation
-    auto add_written = [&](const Argument* arg) {
-      if (!arg) return;
-      if (arg->kind == ArgKind::kValue) written_.push_back(arg->value);
-      if (arg->kind == ArgKind::kValueList)
-        for (const ValueId& v : arg->values) written_.push_back(v);
-    };
-    for (int k : schema.WrittenArguments())
-      if (k < static_cast<int>(bound->size())) add_written((*bound)[k]);
-    if (node.result == ResultKind::kTensor) {
-      const std::optional<int> aliased = schema.AliasedArgument(0);
-      if (aliased && *aliased < static_cast<int>(bound->size())) {
-        const Argument* arg = (*bound)[*aliased];
-        if (arg && arg->kind == ArgKind::kValue && arg->value.valid())
-          node_root_[i] = RootOf(arg->value);
-      }
-    }
-  };
-  if (slots != nullptr) {
-    slots->base_.assign(1, 0);
-    slots->base_.reserve(method.nodes.size() + 1);
+StorageRoots::StorageRoots(size_t nodes)
+    : node_root_(nodes),
+      written_start_(nodes + 1, 0),
+      metadata_only_(nodes, 0) {}
+
+// What a node's schema says about aliasing was worked out when the schema
+// was parsed (OpSchema::DeriveAliasFacts). A node without schema text
+// carries the registry's schema for its operator (import resolves it so),
+// whose entry says whether it reads metadata only.
+void StorageRoots::Add(const Method& method, int32_t i) {
+  AddAliasing(method.nodes[i], i);
+  written_start_[i + 1] = static_cast<int32_t>(written_.size());
+}
+
+void StorageRoots::AddAliasing(const Node& node, int32_t i) {
+  node_root_[i] = ValueId{i, -1};
+  if (node.kind == NodeKind::kGetItem) {
+    // A getitem is the tuple element it reads.
+    node_root_[i] = ValueId{node.getitem_source, node.getitem_index};
+    return;
   }
-  for (int32_t i = 0; i < static_cast<int32_t>(method.nodes.size()); ++i) {
-    visit(i);
-    written_start_[i + 1] = static_cast<int32_t>(written_.size());
-    if (slots != nullptr) slots->Add(method.nodes[i]);
+  if (node.kind != NodeKind::kCall || !node.schema) return;
+  const OpSchema& schema = *node.schema;
+  if (node.schema_text.empty()) {
+    const OpInfo* info = RegisteredOp(node);
+    metadata_only_[i] = info != nullptr && info->metadata_only;
+  }
+  // Reads its arguments, returns fresh storage.
+  if (!schema.HasAliasAnnotations()) return;
+  absl::StatusOr<BoundArguments> bound = BindArguments(schema, node.args);
+  if (!bound.ok()) return;  // reported by validation
+  auto add_written = [&](const Argument* arg) {
+    if (!arg) return;
+    if (arg->kind == ArgKind::kValue) written_.push_back(arg->value);
+    if (arg->kind == ArgKind::kValueList)
+      for (const ValueId& v : arg->values) written_.push_back(v);
+  };
+  for (int k : schema.WrittenArguments())
+    if (k < static_cast<int>(bound->size())) add_written((*bound)[k]);
+  if (node.result == ResultKind::kTensor) {
+    const std::optional<int> aliased = schema.AliasedArgument(0);
+    if (aliased && *aliased < static_cast<int>(bound->size())) {
+      const Argument* arg = (*bound)[*aliased];
+      if (arg && arg->kind == ArgKind::kValue && arg->value.valid())
+        node_root_[i] = RootOf(arg->value);
+    }
   }
 }
 

@@ -9,6 +9,7 @@
 #define FERRY_PASSES_ALIAS_H_
 
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "passes/graph.h"
@@ -20,8 +21,14 @@ class StorageRoots {
  public:
   explicit StorageRoots(const Method& method);
   // Also numbers the method's values into `slots`, in the same walk over
-  // the nodes (a walk over a large method costs a cache miss per node).
+  // the nodes (a walk over a large method costs a cache miss per node), and
+  // calls `visit(roots, i)` for each node i once its root, written values
+  // and value slots are known: `roots` then holds nodes [0, i]. A pass whose
+  // own first walk goes forward over the nodes needing only what is known
+  // of the nodes before makes it in this one.
   StorageRoots(const Method& method, ValueSlots& slots);
+  template <typename Visit>
+  StorageRoots(const Method& method, ValueSlots& slots, Visit&& visit);
 
   // The root of `v` (a whole node result or a tuple element). (Inline: the
   // passes ask it for every operand, several times.)
@@ -43,7 +50,12 @@ class StorageRoots {
   bool IsMetadataOnly(int32_t node) const { return metadata_only_[node]; }
 
  private:
-  StorageRoots(const Method& method, ValueSlots* slots);
+  // Room for the method's nodes, before the walk.
+  explicit StorageRoots(size_t nodes);
+  // Node i's root, metadata flag and written values.
+  void Add(const Method& method, int32_t i);
+  // The same, but for where node i's written values end.
+  void AddAliasing(const Node& node, int32_t i);
 
   std::vector<ValueId> node_root_;  // per node (whole result)
   // The values node i writes: written_[written_start_[i] ..
@@ -52,6 +64,18 @@ class StorageRoots {
   std::vector<ValueId> written_;
   std::vector<char> metadata_only_;  // per node
 };
+
+template <typename Visit>
+StorageRoots::StorageRoots(const Method& method, ValueSlots& slots,
+                           Visit&& visit)
+    : StorageRoots(method.nodes.size()) {
+  slots.Start(method.nodes.size());
+  for (int32_t i = 0; i < static_cast<int32_t>(method.nodes.size()); ++i) {
+    Add(method, i);
+    slots.Add(method.nodes[i]);
+    visit(std::as_const(*this), i);
+  }
+}
 
 // Ordering that in-place writes add to the data edges: for each node, the
 // earlier nodes it must stay after although it does not read their values:

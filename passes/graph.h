@@ -64,6 +64,11 @@ class ValueSlots {
 
  private:
   friend class StorageRoots;  // numbers the values in its own walk
+  // No values yet, with room for a method of `nodes` nodes.
+  void Start(size_t nodes) {
+    base_.assign(1, 0);
+    base_.reserve(nodes + 1);
+  }
   // Numbers the values of `node`, the next node of the method.
   void Add(const Node& node) {
     base_.push_back(base_.back() + 1 + static_cast<int32_t>(node.tuple.size()));

@@ -33,11 +33,12 @@
 //
 // Phases, each a unit with one entry, state handed on explicitly:
 // (1) StripCopies removes the copies of an earlier run; (2) AssignHomes
-// finds where each storage starts: the Homes; (3) CoherenceWalk rewrites
-// operands and records the copies to make: the Walked copies and where they
-// go; the safety policy is stated there, where it is enforced; (4) Assemble
-// labels every value's device and builds the placed node list in one walk,
-// each node moved once and each copy made in its place (H2D before its
+// finds where each storage starts, in the walk that finds the storage roots
+// (which also shows whether (1) is needed): the Homes; (3) CoherenceWalk
+// rewrites operands and records the copies to make: the Walked copies and where
+// they go; the safety policy is stated there, where it is enforced; (4)
+// Assemble labels every value's device and builds the placed node list in one
+// walk, each node moved once and each copy made in its place (H2D before its
 // first reader, D2H after its source). Without device memory planning,
 // LabelOnly replaces (2)-(4).
 //
@@ -201,10 +202,10 @@ absl::Status StripCopies(Method& method) {
 // where each delegate runs.
 struct Homes {
   Homes(const ValueSlots& value_slots, size_t nodes)
-      : slots(value_slots),
-        home(value_slots.size(), Device::Cpu()),
-        origin(value_slots.size()),
-        runs_on(nodes, Device::Cpu()) {}
+      : slots(value_slots), runs_on(nodes, Device::Cpu()) {
+    home.reserve(nodes);
+    origin.reserve(nodes);
+  }
 
   const ValueSlots& slots;
   std::vector<Device> home;     // per slot: the host unless set
@@ -228,65 +229,72 @@ struct WalkOptions {
 
 // Phase 2: device delegates' results start on their device; with skip_h2d,
 // a user input starts on the device of its first device-delegate reader;
-// everything else on the host.
+// everything else on the host. Made node by node in the walk that finds the
+// storage roots (StorageRoots' visit), which is also where a method lowered
+// before shows its copies (phase 1 is then made, and the walk again).
 //
 //   t = D0@cuda:0(x)[0]        t: cuda:0, x: cpu  (skip_h2d: x: cuda:0)
 class AssignHomes {
  public:
   AssignHomes(const ProgramIndex& program, const Method& method,
-              const StorageRoots& roots, const ValueSlots& slots,
-              const WalkOptions& options)
+              const ValueSlots& slots, const WalkOptions& options)
       : program_(program),
         method_(method),
-        roots_(roots),
         slots_(slots),
-        options_(options) {}
+        options_(options),
+        homes_(slots, method.nodes.size()) {}
 
-  Homes Run() {
-    const int32_t n = static_cast<int32_t>(method_.nodes.size());
-    Homes homes(slots_, n);
-    for (int32_t i = 0; i < n; ++i) {
-      const Node& node = method_.nodes[i];
-      if (node.kind == NodeKind::kGetItem) {
-        ValueId& origin =
-            homes.origin[slots_.Of(roots_.RootOf(ValueId{i, -1}))];
-        if (!origin.valid()) origin = ValueId{i, -1};  // the first getitem
-        continue;
-      }
-      if (node.kind != NodeKind::kDelegate) continue;
-      const Device d = homes.runs_on[i] = DelegateDevice(program_, node);
-      if (d.is_host()) continue;  // a host delegate's results are host values
-      if (node.result == ResultKind::kTensor)
-        homes.home[slots_.Of(ValueId{i, -1})] = d;
-      for (int32_t e = 0; e < static_cast<int32_t>(node.tuple.size()); ++e)
-        homes.home[slots_.Of(ValueId{i, e})] = d;
-      if (!options_.skip_h2d) continue;  // inputs start on the host
-      ForEachOperand(node, [&](const ValueId& v) {
-        ValueId root = roots_.RootOf(v);
-        // Only a whole input read with its own layout is supplied on the
-        // device; a view of it still needs the host input.
-        if (Canonical(method_, roots_, v) != root || root.element >= 0) return;
-        const Node& input = method_.nodes[root.node];
-        // Program data and intermediate values are not supplied by the
-        // caller.
-        if (input.kind != NodeKind::kInput ||
-            input.input_kind != InputKind::kUserInput)
-          return;
-        // The first reader wins (d is a device, so a set home is not the
-        // host).
-        Device& home = homes.home[slots_.Of(root)];
-        if (home.is_host()) home = d;
-      });
+  // Node i, with `roots` known up to it.
+  void Visit(const StorageRoots& roots, int32_t i) {
+    // Node i's values, numbered by the walk: host values unless set below.
+    while (static_cast<int32_t>(homes_.home.size()) < slots_.size()) {
+      homes_.home.push_back(Device::Cpu());
+      homes_.origin.emplace_back();
     }
-    return homes;
+    const Node& node = method_.nodes[i];
+    if (node.kind == NodeKind::kGetItem) {
+      ValueId& origin = homes_.origin[slots_.Of(roots.RootOf(ValueId{i, -1}))];
+      if (!origin.valid()) origin = ValueId{i, -1};  // the first getitem
+      return;
+    }
+    has_copies_ |= IsH2DCopy(node) || IsD2HCopy(node);
+    if (node.kind != NodeKind::kDelegate) return;
+    const Device d = homes_.runs_on[i] = DelegateDevice(program_, node);
+    if (d.is_host()) return;  // a host delegate's results are host values
+    if (node.result == ResultKind::kTensor)
+      homes_.home[slots_.Of(ValueId{i, -1})] = d;
+    for (int32_t e = 0; e < static_cast<int32_t>(node.tuple.size()); ++e)
+      homes_.home[slots_.Of(ValueId{i, e})] = d;
+    if (!options_.skip_h2d) return;  // inputs start on the host
+    ForEachOperand(node, [&](const ValueId& v) {
+      ValueId root = roots.RootOf(v);
+      // Only a whole input read with its own layout is supplied on the
+      // device; a view of it still needs the host input.
+      if (Canonical(method_, roots, v) != root || root.element >= 0) return;
+      const Node& input = method_.nodes[root.node];
+      // Program data and intermediate values are not supplied by the
+      // caller.
+      if (input.kind != NodeKind::kInput ||
+          input.input_kind != InputKind::kUserInput)
+        return;
+      // The first reader wins (d is a device, so a set home is not the
+      // host).
+      Device& home = homes_.home[slots_.Of(root)];
+      if (home.is_host()) home = d;
+    });
   }
+
+  // Whether the method has copies of an earlier run.
+  bool has_copies() const { return has_copies_; }
+  Homes Finish() && { return std::move(homes_); }
 
  private:
   const ProgramIndex& program_;
   const Method& method_;
-  const StorageRoots& roots_;
   const ValueSlots& slots_;
   const WalkOptions& options_;
+  Homes homes_;
+  bool has_copies_ = false;
 };
 
 // A copy the walk decided on, made into a node by phase 4. Copies are
@@ -968,13 +976,23 @@ absl::Status LabelOnly(const ProgramIndex& program, Method& method) {
   return absl::OkStatus();
 }
 
-// Phases 2-4 for one method.
+// Phases 1-4 for one method. Phase 1 is made only when the walk of
+// phase 2 finds copies, which a method lowered before has: then that walk
+// is made again, on the method without them.
 absl::StatusOr<int64_t> PlaceMethod(const ProgramIndex& index, Method& method,
                                     const WalkOptions& options,
-                                    Diagnostics& diagnostics) {
+                                    Diagnostics& diagnostics,
+                                    bool stripped = false) {
   ValueSlots slots;
-  const StorageRoots roots(method, slots);
-  const Homes homes = AssignHomes(index, method, roots, slots, options).Run();
+  AssignHomes assign(index, method, slots, options);
+  const StorageRoots roots(
+      method, slots,
+      [&](const StorageRoots& known, int32_t i) { assign.Visit(known, i); });
+  if (assign.has_copies() && !stripped) {
+    if (absl::Status strip = StripCopies(method); !strip.ok()) return strip;
+    return PlaceMethod(index, method, options, diagnostics, /*stripped=*/true);
+  }
+  const Homes homes = std::move(assign).Finish();
   absl::StatusOr<Walked> walked =
       CoherenceWalk(method, roots, slots, homes, options, diagnostics).Run();
   if (!walked.ok()) return walked.status();
@@ -996,9 +1014,9 @@ absl::StatusOr<PassStats> PlaceAndCopy(Program& program,
   const ProgramIndex index(program);
   for (Method& method : program.methods) {
     diagnostics.SetMethod(method.name);
-    if (absl::Status stripped = StripCopies(method); !stripped.ok())
-      return stripped;
     if (!options.enable_non_cpu_memory_planning) {
+      if (absl::Status stripped = StripCopies(method); !stripped.ok())
+        return stripped;
       if (absl::Status labelled = LabelOnly(index, method); !labelled.ok())
         return labelled;
       continue;

@@ -16,16 +16,17 @@
 // from one call to the next.
 //
 // Phases, each a unit with one entry, state handed on explicitly:
-// (1) CollectBlocks finds the roots to plan, their sizes and lifetimes: the
-// Blocks; (2) AssignOffsets makes one arena per device and gives each block
-// an offset with a best-fit FreeListAllocator (free_list.h): the ArenaPlan; (3)
-// Apply writes the arenas and the placements on every value, aliases included.
-// The driver, PlanMemory, is at the bottom; Apply replaces an earlier plan.
+// (1) CollectBlocks finds the roots to plan, their sizes and lifetimes, in
+// the walk that finds the roots: the Blocks; (2) AssignOffsets makes one arena
+// per device and gives each block an offset with a best-fit FreeListAllocator
+// (free_list.h): the ArenaPlan; (3) Apply writes the arenas and the placements
+// on every value, aliases included. The driver, PlanMemory, is at the bottom;
+// Apply replaces an earlier plan.
 #include "passes/plan_memory.h"
 
 #include <algorithm>
 #include <climits>
-#include <map>
+#include <numeric>
 
 #include "absl/strings/str_cat.h"
 #include "passes/alias.h"
@@ -58,46 +59,83 @@ struct Block {
 //   a = input; t = D0(a)[0]; s = sin(t); output(s)
 //   ==> a: [0, 1]  D0[0]: [1, 3]  s: [3, 4]   (definition, last use of
 //                                              the root or an alias)
+//
+// Made node by node in the walk that finds the storage roots
+// (StorageRoots' visit): each root becomes a block where it is defined, in
+// node order (the whole result, then tuple elements), and each read of a
+// storage moves its last use on. Whether a root is an output, and so its
+// last use, is known once every node is visited (Finish).
 class CollectBlocks {
  public:
-  CollectBlocks(const Method& method, const StorageRoots& roots,
-                const ValueSlots& slots, const LowerOptions& options,
-                Diagnostics& diagnostics)
+  CollectBlocks(const Method& method, const ValueSlots& slots,
+                const LowerOptions& options, Diagnostics& diagnostics)
       : method_(method),
-        roots_(roots),
         slots_(slots),
         options_(options),
-        diagnostics_(diagnostics) {}
+        diagnostics_(diagnostics) {
+    last_use_.reserve(method.nodes.size());
+    is_output_.reserve(method.nodes.size());
+  }
 
-  // One walk from the last node back: when node i is reached, every reader
-  // of its results (all later) has been seen, so its blocks' lifetimes are
-  // known. Blocks are collected last to first and reversed at the end, so
-  // they come in node order (the whole result, then tuple elements).
-  std::vector<Block> Run() {
-    const int32_t n = static_cast<int32_t>(method_.nodes.size());
-    last_use_.assign(slots_.size(), -1);
-    is_output_.assign(slots_.size(), 0);
-    for (int32_t i = n - 1; i >= 0; --i) {
-      const Node& node = method_.nodes[i];
-      for (int32_t e = static_cast<int32_t>(node.tuple.size()) - 1; e >= 0; --e)
-        Consider(ValueId{i, e}, node.tuple[e], node, i);
-      if (node.result == ResultKind::kTensor)
-        Consider(ValueId{i, -1}, node.tensor, node, i);
-      ForEachOperand(node, [&](const ValueId& v) {
-        const int32_t slot = slots_.Of(roots_.RootOf(v));
-        last_use_[slot] = std::max(last_use_[slot], i);
-        if (node.kind == NodeKind::kOutput) is_output_[slot] = 1;
-      });
+  // Node i, with `roots` known up to it.
+  void Visit(const StorageRoots& roots, int32_t i) {
+    // Node i's values, numbered by the walk: not read yet.
+    while (static_cast<int32_t>(last_use_.size()) < slots_.size()) {
+      last_use_.push_back(-1);
+      is_output_.push_back(0);
     }
-    std::reverse(blocks_.begin(), blocks_.end());
+    const Node& node = method_.nodes[i];
+    ForEachOperand(node, [&](const ValueId& v) {
+      const int32_t slot = slots_.Of(roots.RootOf(v));
+      last_use_[slot] = i;  // the nodes come in order: the latest so far
+      if (node.kind == NodeKind::kOutput) is_output_[slot] = 1;
+    });
+    if (node.result == ResultKind::kTensor)
+      Consider(roots, ValueId{i, -1}, node.tensor, node, i);
+    for (int32_t e = 0; e < static_cast<int32_t>(node.tuple.size()); ++e)
+      Consider(roots, ValueId{i, e}, node.tuple[e], node, i);
+  }
+
+  // The blocks, in node order, once every node has been visited.
+  std::vector<Block> Finish() && {
+    const int32_t n = static_cast<int32_t>(method_.nodes.size());
+    size_t kept = 0;
+    for (size_t k = 0; k < blocks_.size(); ++k) {
+      Block b = blocks_[k];
+      const char found = found_[k];
+      const int32_t slot = slots_.Of(b.root);
+      if (is_output_[slot] && !options_.alloc_graph_output &&
+          !(found & kMutableBuffer))
+        continue;  // the caller's memory
+      if (found & kUnsized) {
+        diagnostics_.Error(codes::kPlanFailed,
+                           absl::StrCat("cannot size the storage of '",
+                                        method_.ValueName(b.root), "'"),
+                           {method_.ValueName(b.root)});
+        continue;
+      }
+      b.last = std::max(last_use_[slot], b.first);
+      if (found & kWholeMethod) {
+        b.first = 0;
+        b.last = n;
+      }
+      blocks_[kept++] = b;
+    }
+    blocks_.resize(kept);
     return std::move(blocks_);
   }
 
  private:
-  void Consider(ValueId v, const TensorSpec& spec, const Node& node,
-                int32_t i) {
-    const int32_t n = static_cast<int32_t>(method_.nodes.size());
-    if (roots_.RootOf(v) != v) return;    // an alias: planned through its root
+  // What Finish needs to know of a block found at its definition.
+  enum Found : char {
+    kMutableBuffer = 1,
+    kWholeMethod = 2,  // a mutable buffer or a load-time copy
+    kUnsized = 4,
+  };
+
+  void Consider(const StorageRoots& roots, ValueId v, const TensorSpec& spec,
+                const Node& node, int32_t i) {
+    if (roots.RootOf(v) != v) return;     // an alias: planned through its root
     if (IsProgramDataNode(node)) return;  // program data lives in the program
     // A mutable buffer is state that outlives the call: its bytes are its
     // own for the whole method, never reused for another value (and it is
@@ -105,40 +143,30 @@ class CollectBlocks {
     const bool mutable_buffer = node.kind == NodeKind::kInput &&
                                 node.input_kind == InputKind::kMutableBuffer;
     const bool graph_input = node.kind == NodeKind::kInput && !mutable_buffer;
-    const bool graph_output = is_output_[slots_.Of(v)] != 0;
     if (graph_input && !options_.alloc_graph_input) return;  // caller's memory
-    if (graph_output && !options_.alloc_graph_output && !mutable_buffer)
-      return;  // the caller's memory
-    std::optional<int64_t> bytes = spec.StorageBytes();
-    if (!bytes) {
-      diagnostics_.Error(codes::kPlanFailed,
-                         absl::StrCat("cannot size the storage of '",
-                                      method_.ValueName(v), "'"),
-                         {method_.ValueName(v)});
-      return;
-    }
+    const std::optional<int64_t> bytes = spec.StorageBytes();
     Block b;
     b.root = v;
     b.device =
         options_.enable_non_cpu_memory_planning ? spec.device : Device::Cpu();
-    b.size = AlignUp(*bytes);
+    b.size = bytes ? AlignUp(*bytes) : 0;
     b.first = graph_input ? 0 : i;
-    b.last = std::max(last_use_[slots_.Of(v)], b.first);
-    if ((node.kind == NodeKind::kCall && node.at_load) || mutable_buffer) {
-      b.first = 0;
-      b.last = n;
-    }
     blocks_.push_back(b);
+    char found = bytes ? 0 : kUnsized;
+    if (mutable_buffer) found |= kMutableBuffer;
+    if ((node.kind == NodeKind::kCall && node.at_load) || mutable_buffer)
+      found |= kWholeMethod;
+    found_.push_back(found);
   }
 
   const Method& method_;
-  const StorageRoots& roots_;
   const ValueSlots& slots_;
   const LowerOptions& options_;
   Diagnostics& diagnostics_;
   std::vector<int32_t> last_use_;  // per slot
   std::vector<char> is_output_;    // per slot
   std::vector<Block> blocks_;
+  std::vector<char> found_;  // per block: Found bits
 };
 
 // What phase 2 hands to phase 3: the method's arenas (sizes and lower
@@ -162,35 +190,14 @@ class AssignOffsets {
       : blocks_(blocks), steps_(steps) {}
 
   absl::StatusOr<ArenaPlan> Run() {
-    ArenaPlan plan;
-    std::map<Device, int32_t> arena_of;
-    for (const Block& b : blocks_) arena_of.try_emplace(b.device, 0);
-    int32_t next_arena = 0;
-    for (auto& [device, index] : arena_of) {
-      index = next_arena++;
-      plan.arenas.push_back(Arena{device, 0, 0});
-    }
-    // Dense arena index per block (a std::map lookup per block is slow).
-    plan.block_arena.resize(blocks_.size());
-    for (size_t k = 0; k < blocks_.size(); ++k) {
-      if (k > 0 && blocks_[k].device == blocks_[k - 1].device) {
-        plan.block_arena[k] = plan.block_arena[k - 1];
-        continue;
-      }
-      auto arena = arena_of.find(blocks_[k].device);
-      FERRY_RET_CHECK(arena != arena_of.end());  // every device has one
-      plan.block_arena[k] = arena->second;
-    }
-    std::vector<FreeListAllocator> allocators(arena_of.size());
-    std::vector<int64_t> live(arena_of.size(), 0);
+    ArenaPlan plan = Arenas();
+    const size_t arenas = plan.arenas.size();
+    std::vector<FreeListAllocator> allocators(arenas);
+    std::vector<int64_t> live(arenas, 0);
 
     const int32_t count = static_cast<int32_t>(blocks_.size());
-    const std::vector<int32_t> by_first =
-        SortedBy([](const Block& b) { return b.first; });
-    const std::vector<int32_t> by_last =
-        SortedBy([](const Block& b) { return b.last; });
-    FERRY_RET_CHECK(static_cast<int32_t>(by_first.size()) == count &&
-                    static_cast<int32_t>(by_last.size()) == count);
+    std::vector<int32_t> by_first, by_last;
+    FERRY_RET_CHECK(SortByFirstAndLast(by_first, by_last));
     for (int32_t next_def = 0, next_free = 0; next_def < count;) {
       const int32_t t = blocks_[by_first[next_def]].first;
       for (; next_def < count && blocks_[by_first[next_def]].first == t;
@@ -213,28 +220,69 @@ class AssignOffsets {
         live[a] -= b.size;
       }
     }
-    for (size_t a = 0; a < allocators.size(); ++a)
+    for (size_t a = 0; a < arenas; ++a)
       plan.arenas[a].size = allocators[a].peak();
     return plan;
   }
 
  private:
-  // The block indices ordered by step(block), ties in block order: a
-  // counting sort over the steps 0..steps_ (linear, where a comparison sort
-  // is n log n). Empty when a step is out of range (an internal error).
-  template <typename StepFn>
-  std::vector<int32_t> SortedBy(StepFn step) const {
-    std::vector<int32_t> start(static_cast<size_t>(steps_) + 2, 0);
-    for (const Block& b : blocks_) {
-      const int32_t t = step(b);
-      if (t < 0 || t > steps_) return {};
-      ++start[t + 1];
+  // One arena per device, in device order (the host first), and each
+  // block's arena. A method has a few devices and many blocks: each block's
+  // device is looked up among those met so far, starting from the last one
+  // found, then the arenas are renumbered in order.
+  ArenaPlan Arenas() const {
+    ArenaPlan plan;
+    std::vector<Device> met;
+    plan.block_arena.resize(blocks_.size());
+    int32_t last = -1;
+    for (size_t k = 0; k < blocks_.size(); ++k) {
+      const Device d = blocks_[k].device;
+      if (last < 0 || met[last] != d) {
+        last = static_cast<int32_t>(std::find(met.begin(), met.end(), d) -
+                                    met.begin());
+        if (last == static_cast<int32_t>(met.size())) met.push_back(d);
+      }
+      plan.block_arena[k] = last;
     }
-    for (int32_t t = 0; t <= steps_; ++t) start[t + 1] += start[t];
-    std::vector<int32_t> order(blocks_.size());
-    for (int32_t k = 0; k < static_cast<int32_t>(blocks_.size()); ++k)
-      order[start[step(blocks_[k])]++] = k;
-    return order;
+    std::vector<int32_t> order(met.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(),
+              [&](int32_t a, int32_t b) { return met[a] < met[b]; });
+    std::vector<int32_t> arena_of(met.size());
+    for (size_t a = 0; a < order.size(); ++a) {
+      arena_of[order[a]] = static_cast<int32_t>(a);
+      plan.arenas.push_back(Arena{met[order[a]], 0, 0});
+    }
+    if (!std::is_sorted(order.begin(), order.end()))
+      for (int32_t& a : plan.block_arena) a = arena_of[a];
+    return plan;
+  }
+
+  // The block indices ordered by first step and by last step, ties in block
+  // order: two counting sorts over the steps 0..steps_ (linear, where a
+  // comparison sort is n log n), sharing their walks over the blocks. False
+  // when a step is out of range (an internal error).
+  bool SortByFirstAndLast(std::vector<int32_t>& by_first,
+                          std::vector<int32_t>& by_last) const {
+    const size_t steps = static_cast<size_t>(steps_) + 2;
+    std::vector<int32_t> first_start(steps, 0), last_start(steps, 0);
+    for (const Block& b : blocks_) {
+      if (b.first < 0 || b.first > steps_ || b.last < 0 || b.last > steps_)
+        return false;
+      ++first_start[b.first + 1];
+      ++last_start[b.last + 1];
+    }
+    for (int32_t t = 0; t <= steps_; ++t) {
+      first_start[t + 1] += first_start[t];
+      last_start[t + 1] += last_start[t];
+    }
+    by_first.resize(blocks_.size());
+    by_last.resize(blocks_.size());
+    for (int32_t k = 0; k < static_cast<int32_t>(blocks_.size()); ++k) {
+      by_first[first_start[blocks_[k].first]++] = k;
+      by_last[last_start[blocks_[k].last]++] = k;
+    }
+    return true;
   }
 
   std::vector<Block>& blocks_;
@@ -283,9 +331,11 @@ absl::StatusOr<PassStats> PlanMemory(Program& program,
     // An earlier plan is replaced whole by Apply (every value's placement
     // and the arenas), so running the pass on its output changes nothing.
     ValueSlots slots;
-    const StorageRoots roots(method, slots);
-    std::vector<Block> blocks =
-        CollectBlocks(method, roots, slots, options, diagnostics).Run();
+    CollectBlocks collect(method, slots, options, diagnostics);
+    const StorageRoots roots(
+        method, slots,
+        [&](const StorageRoots& known, int32_t i) { collect.Visit(known, i); });
+    std::vector<Block> blocks = std::move(collect).Finish();
     absl::StatusOr<ArenaPlan> plan =
         AssignOffsets(blocks, static_cast<int32_t>(method.nodes.size())).Run();
     if (!plan.ok()) return plan.status();
