@@ -8,6 +8,7 @@
 #ifndef FERRY_PASSES_ALIAS_H_
 #define FERRY_PASSES_ALIAS_H_
 
+#include <concepts>
 #include <span>
 #include <utility>
 #include <vector>
@@ -29,6 +30,10 @@ class StorageRoots {
   StorageRoots(const Method& method, ValueSlots& slots);
   template <typename Visit>
   StorageRoots(const Method& method, ValueSlots& slots, Visit&& visit);
+  // The same visits, without numbering the values.
+  template <typename Visit>
+  requires std::invocable<Visit&, const StorageRoots&, int32_t> StorageRoots(
+      const Method& method, Visit&& visit);
 
   // The root of `v` (a whole node result or a tuple element). (Inline: the
   // passes ask it for every operand, several times.)
@@ -73,6 +78,16 @@ StorageRoots::StorageRoots(const Method& method, ValueSlots& slots,
   for (int32_t i = 0; i < static_cast<int32_t>(method.nodes.size()); ++i) {
     Add(method, i);
     slots.Add(method.nodes[i]);
+    visit(std::as_const(*this), i);
+  }
+}
+
+template <typename Visit>
+requires std::invocable<Visit&, const StorageRoots&, int32_t>
+StorageRoots::StorageRoots(const Method& method, Visit&& visit)
+    : StorageRoots(method.nodes.size()) {
+  for (int32_t i = 0; i < static_cast<int32_t>(method.nodes.size()); ++i) {
+    Add(method, i);
     visit(std::as_const(*this), i);
   }
 }

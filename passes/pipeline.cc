@@ -174,8 +174,11 @@ absl::StatusOr<LowerResult> LowerUnguarded(
   LowerOptions options =
       ResolveOptions(request->options(), program, result.diagnostics);
   if (result.diagnostics.HasErrors()) return finish(false);
+  // Whether the program's tensors together are addressable
+  // (CheckAddressable), counted by validation.
+  absl::Status addressable;
   bool valid = timed(kValidateStage, [&] {
-    return ValidateProgram(program, result.diagnostics);
+    return ValidateProgram(program, result.diagnostics, &addressable);
   });
   if (!valid) return finish(false);
   // The resource model (resource_limits.h): passes check what they would
@@ -190,8 +193,7 @@ absl::StatusOr<LowerResult> LowerUnguarded(
                           : parsed != nullptr
                               ? static_cast<int64_t>(parsed->ByteSizeLong())
                               : static_cast<int64_t>(wire.size());
-  if (absl::Status addressable = CheckAddressable(program); !addressable.ok())
-    return addressable;
+  if (!addressable.ok()) return addressable;
   if (!request_read) AttachNodeSources(request->program(), result.diagnostics);
   request_read = true;
   if (release_request) release_request();

@@ -229,31 +229,40 @@ absl::Status CheckTensorBytes(const Program& program,
   return absl::OkStatus();
 }
 
+void AddressableCount::Add(const Node& node, const TensorSpec& spec) {
+  if (over_) return;  // the first node past the bound is the error
+  // Planning aligns every buffer; 64 bytes each is more than enough.
+  const int64_t bytes =
+      CheckedAdd(TensorBytes(spec).value_or(kOverflow), 64).value_or(kOverflow);
+  bytes_ = CheckedAdd(bytes_, bytes).value_or(kOverflow);
+  if (bytes_ > kAddressableBytes) over_ = node.name;
+}
+
+absl::Status AddressableCount::Status(
+    absl::FunctionRef<std::string(absl::string_view node)> subject) const {
+  if (!over_) return absl::OkStatus();
+  return ResourceLimitError(ResourceViolation{
+      "addressable_bytes", subject(*over_), bytes_, kAddressableBytes});
+}
+
 absl::Status CheckAddressable(const Program& program) {
-  auto check = [](const Method& method, auto subject) -> absl::Status {
-    ByteTotal total;
-    absl::Status status;
-    ForEachNodeSpec(method, [&](const Node& node, const TensorSpec& spec) {
-      if (!status.ok()) return;
-      // Planning aligns every buffer; 64 bytes each is more than enough.
-      total.Add(CheckedAdd(TensorBytes(spec).value_or(kOverflow), 64));
-      if (total.value() > kAddressableBytes)
-        status = ResourceLimitError(
-            ResourceViolation{"addressable_bytes", subject(node.name),
-                              total.value(), kAddressableBytes});
+  auto count = [](const Method& graph) {
+    AddressableCount count;
+    ForEachNodeSpec(graph, [&](const Node& node, const TensorSpec& spec) {
+      count.Add(node, spec);
     });
-    return status;
+    return count;
   };
   for (const Method& method : program.methods) {
-    absl::Status status = check(method, [&](absl::string_view node) {
-      return NodeSubject(method.name, node);
-    });
+    absl::Status status = count(method).Status(
+        [&](absl::string_view node) { return NodeSubject(method.name, node); });
     if (!status.ok()) return status;
   }
   for (const LoweredModule& module : program.modules) {
-    absl::Status status = check(module.graph, [&](absl::string_view node) {
-      return ModuleNodeSubject(module.id, node);
-    });
+    absl::Status status =
+        count(module.graph).Status([&](absl::string_view node) {
+          return ModuleNodeSubject(module.id, node);
+        });
     if (!status.ok()) return status;
   }
   return absl::OkStatus();

@@ -25,6 +25,7 @@
 #include <optional>
 #include <string>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -94,6 +95,25 @@ absl::Status CheckTensorBytes(const Program& program,
 // error (limit "addressable_bytes").
 inline constexpr int64_t kAddressableBytes = int64_t{1} << 62;
 absl::Status CheckAddressable(const Program& program);
+
+// CheckAddressable's count for one method or module graph: each spec's
+// bytes (TensorBytes) and 64 for its alignment, in node order, up to the
+// first node past kAddressableBytes. A walk over the specs with work of its
+// own counts them in it (validation does: ValidateProgram) rather than
+// making CheckAddressable's.
+class AddressableCount {
+ public:
+  // Counts `spec`, a result of `node`.
+  void Add(const Node& node, const TensorSpec& spec);
+  // OK, or the error at the first node past the bound, named by `subject`
+  // (NodeSubject or ModuleNodeSubject of its graph).
+  absl::Status Status(
+      absl::FunctionRef<std::string(absl::string_view node)> subject) const;
+
+ private:
+  int64_t bytes_ = 0;  // saturating
+  std::optional<std::string> over_;
+};
 
 // The most bytes a lowering of a `request_bytes` request may produce:
 // max_expansion * max(request_bytes, kExpansionFloorBytes).

@@ -63,6 +63,7 @@
 #include "absl/strings/str_cat.h"
 #include "passes/alias.h"
 #include "passes/diagnostic_codes.h"
+#include "passes/resource_limits.h"
 #include "passes/schema.h"
 #include "passes/shape_rules.h"
 
@@ -331,21 +332,26 @@ const Node* OutputNode(const Method& graph) {
 class GraphValidator {
  public:
   // `module`: the lowered module whose graph this is; null for a method.
+  // `addressable`, when given, counts every declared spec (AddressableCount,
+  // for CheckAddressable's answer) in the validator's own walk over them.
   GraphValidator(const ProgramIndex& program, const Method& graph,
                  Diagnostics& diagnostics,
-                 const LoweredModule* module = nullptr)
+                 const LoweredModule* module = nullptr,
+                 AddressableCount* addressable = nullptr)
       : program_(program),
         graph_(graph),
         diagnostics_(diagnostics),
         module_(module),
-        roots_(graph) {
+        addressable_(addressable) {
     // An invalid target is reported with the module; read it as the host.
     if (module_ != nullptr) module_device_ = module_->device();
   }
 
   void Run() {
     sound_.assign(graph_.nodes.size(), true);
-    for (int32_t i = 0; i < NodeCount(); ++i) CheckSpecs(i);
+    // The specs are checked in the walk that finds the storage roots.
+    roots_.emplace(graph_,
+                   [&](const StorageRoots&, int32_t i) { CheckSpecs(i); });
     // Placements are checked only where there are some (a request to lower
     // has none: plan_memory makes them).
     if (module_ == nullptr) CheckArenas();
@@ -378,6 +384,12 @@ class GraphValidator {
 
   void CheckSpecs(int32_t i) {
     const Node& node = graph_.nodes[i];
+    if (addressable_ != nullptr) {
+      if (node.result == ResultKind::kTensor)
+        addressable_->Add(node, node.tensor);
+      if (node.result == ResultKind::kTuple)
+        for (const TensorSpec& spec : node.tuple) addressable_->Add(node, spec);
+    }
     if (node.result == ResultKind::kTensor) {
       planned_ |= node.tensor.memory.planned;
       sound_[i] = CheckSpec(
@@ -503,7 +515,7 @@ class GraphValidator {
   // fresh value's own extent, program data's constant-table entry. nullopt
   // when unknown (a module's user input lives in its caller's storage).
   std::optional<int64_t> RootStorageBytes(const ValueId& value) const {
-    ValueId root = roots_.RootOf(value);
+    ValueId root = roots_->RootOf(value);
     if (root.node < 0 || root.node >= NodeCount() || !sound_[root.node]) {
       return std::nullopt;
     }
@@ -984,7 +996,7 @@ class GraphValidator {
       case NodeKind::kCall:
         if (node.at_load) return false;  // its own allocation
         return node.result == ResultKind::kTuple ||
-               roots_.RootOfNode(i) == ValueId{i, -1};
+               roots_->RootOfNode(i) == ValueId{i, -1};
       default:
         return false;
     }
@@ -1023,7 +1035,8 @@ class GraphValidator {
   Diagnostics& diagnostics_;
   const LoweredModule* module_;  // null for a method
   Device module_device_;         // where module_ runs (the host by default)
-  const StorageRoots roots_;
+  AddressableCount* addressable_;
+  std::optional<const StorageRoots> roots_;  // made by Run
   std::vector<char> sound_;  // Per node: its declared specs are sound.
   bool planned_ = false;     // Some declared spec has a memory placement.
   // UserInputs of each module a delegate calls, found once per module.
@@ -1386,14 +1399,25 @@ class ModuleCallGraph {
 
 }  // namespace
 
-bool ValidateProgram(const Program& program, Diagnostics& diagnostics) {
+bool ValidateProgram(const Program& program, Diagnostics& diagnostics,
+                     absl::Status* addressable) {
   int errors_before = diagnostics.error_count();
   diagnostics.SetMethod("");
   CheckConstants(program, diagnostics);
   const ProgramIndex index(program);
+  // CheckAddressable's answer: the first graph past the bound, methods
+  // first, as it looks.
+  absl::Status first_over;
+  auto count = [&](const AddressableCount& counted, auto subject) {
+    if (first_over.ok()) first_over = counted.Status(subject);
+  };
   for (const Method& method : program.methods) {
     diagnostics.SetMethod(method.name);
-    GraphValidator(index, method, diagnostics).Run();
+    AddressableCount counted;
+    GraphValidator(index, method, diagnostics, nullptr, &counted).Run();
+    count(counted, [&](absl::string_view node) {
+      return NodeSubject(method.name, node);
+    });
   }
   // Which modules are called is read from the call graph's one walk; its
   // checks run after the modules' own, as their reports come after.
@@ -1402,11 +1426,17 @@ bool ValidateProgram(const Program& program, Diagnostics& diagnostics) {
     const LoweredModule& module = program.modules[m];
     diagnostics.SetMethod(absl::StrCat("module:", module.id));
     CheckModule(module, calls.IsCalled(m), diagnostics);
-    GraphValidator(index, module.graph, diagnostics, &module).Run();
+    AddressableCount counted;
+    GraphValidator(index, module.graph, diagnostics, &module, &counted).Run();
+    count(counted, [&](absl::string_view node) {
+      return ModuleNodeSubject(module.id, node);
+    });
   }
   calls.Check();
   diagnostics.SetMethod("");
-  return diagnostics.error_count() == errors_before;
+  const bool valid = diagnostics.error_count() == errors_before;
+  if (valid && addressable != nullptr) *addressable = first_over;
+  return valid;
 }
 
 bool ValidateModuleCallGraph(const Program& program, Diagnostics& diagnostics) {

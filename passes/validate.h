@@ -30,6 +30,7 @@
 
 #include <cstdint>
 
+#include "absl/status/status.h"
 #include "passes/diagnostics.h"
 #include "passes/ir.h"
 
@@ -42,8 +43,11 @@ inline constexpr int32_t kMaxModuleNesting = 64;
 // module call (recursively, once per call).
 inline constexpr int64_t kMaxInstantiatedNodes = 2'000'000;
 
-// Returns true when no error was added.
-bool ValidateProgram(const Program& program, Diagnostics& diagnostics);
+// Returns true when no error was added. Then `addressable`, when given, is
+// CheckAddressable(program) (resource_limits.h), counted in validation's
+// own walk over the specs.
+bool ValidateProgram(const Program& program, Diagnostics& diagnostics,
+                     absl::Status* addressable = nullptr);
 
 // Only the module call graph checks (cycles, nesting, expansion), which the
 // runtime repeats before it instantiates anything: it can be handed programs

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,8 @@
 #include "passes/diagnostic_codes.h"
 #include "passes/proto_io.h"
 #include "passes/report_io.h"
+#include "passes/resource_limits.h"
+#include "passes/validate.h"
 #include "tests/passes/test_programs.h"
 #include "tests/support/files.h"
 
@@ -129,6 +132,47 @@ TEST(PipelineTest, AnInvalidRequestIsNotReleased) {
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_FALSE(result->ok);
   EXPECT_EQ(released, 0);
+}
+
+// Whether a method's tensors together stay addressable (CheckAddressable)
+// is counted by validation, in its own walk over the specs: the same answer,
+// the same node, and Lower refuses there, before any pass.
+TEST(PipelineTest, TensorsPastTheAddressableBoundAreRefusedAtTheFirstNode) {
+  // f32 [2^29, 2^30]: 2^61 bytes, so the second such tensor is past 2^62.
+  const std::vector<int64_t> half = {int64_t{1} << 29, int64_t{1} << 30};
+  auto lower = [&](const std::string& nodes) {
+    v1::LowerRequest request;
+    EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(
+        "program {" + MethodText("f", nodes) + "}", &request));
+    Diagnostics diagnostics;
+    Program program = ImportProgram(request.program(), diagnostics);
+    absl::Status counted = absl::InternalError("not set");
+    EXPECT_TRUE(ValidateProgram(program, diagnostics, &counted))
+        << FormatDiagnosticsText(diagnostics, "f");
+    const absl::Status walked = CheckAddressable(program);
+    EXPECT_EQ(counted, walked);
+    absl::StatusOr<LowerResult> lowered = Lower(request);
+    if (walked.ok()) {
+      EXPECT_TRUE(lowered.ok() && lowered->ok);
+    } else {
+      EXPECT_EQ(lowered.status(), walked);
+    }
+    return walked;
+  };
+
+  const absl::Status past =
+      lower(Input("a", half) + Call("t", "aten::sin", {"a"}, "", half) +
+            Call("u", "aten::cos", {"t"}, "", half) + Output({"u"}));
+  std::optional<ResourceViolation> violation = GetResourceViolation(past);
+  ASSERT_TRUE(violation.has_value()) << past;
+  EXPECT_EQ(violation->limit, "addressable_bytes");
+  EXPECT_EQ(violation->subject, NodeSubject("f", "t"));
+  EXPECT_GT(violation->bytes, kAddressableBytes);
+
+  const std::vector<int64_t> quarter = {int64_t{1} << 28, int64_t{1} << 30};
+  EXPECT_TRUE(lower(Input("a", quarter) +
+                    Call("t", "aten::sin", {"a"}, "", quarter) + Output({"t"}))
+                  .ok());
 }
 
 // --- LowerWire: the program read node by node from the request's bytes ----
