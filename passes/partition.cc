@@ -125,9 +125,13 @@ class OperatorFilter {
 };
 
 // W0703 for every call carrying a schema that differs from the registry's
-// for the same name: it stays a custom operator, on the host.
-void ReportForeignSchemas(const Method& method, Diagnostics& diagnostics) {
+// for the same name: it stays a custom operator, on the host. Returns
+// whether any node carries a delegation tag, found in the same walk (which
+// partitioning by tag needs to know first).
+bool ReportForeignSchemas(const Method& method, Diagnostics& diagnostics) {
+  bool any_tag = false;
   for (const Node& node : method.nodes) {
+    any_tag |= !node.delegation_tag.empty();
     if (node.kind != NodeKind::kCall || node.schema_text.empty()) continue;
     const OpInfo* info = RegisteredOp(node);
     if (info == nullptr || RegistryOperator(node) != nullptr) continue;
@@ -143,6 +147,7 @@ void ReportForeignSchemas(const Method& method, Diagnostics& diagnostics) {
                      ", docs/operators.md), or give the custom operator a "
                      "name of its own"));
   }
+  return any_tag;
 }
 
 // Group ids per node from tags, in order of first appearance.
@@ -466,9 +471,9 @@ absl::StatusOr<PassStats> Partition(Program& program,
   int64_t partitions = 0;
   for (Method& method : program.methods) {
     diagnostics.SetMethod(method.name);
-    if (options.partitioner != LowerOptions::Partitioner::kNone) {
-      ReportForeignSchemas(method, diagnostics);
-    }
+    bool any_tag = false;
+    if (options.partitioner != LowerOptions::Partitioner::kNone)
+      any_tag = ReportForeignSchemas(method, diagnostics);
     switch (options.partitioner) {
       case LowerOptions::Partitioner::kNone:
         for (Node& node : method.nodes) node.delegation_tag.clear();
@@ -500,9 +505,6 @@ absl::StatusOr<PassStats> Partition(Program& program,
         break;
       }
       case LowerOptions::Partitioner::kByTag: {
-        bool any_tag = false;
-        for (const Node& node : method.nodes)
-          any_tag |= !node.delegation_tag.empty();
         if (!any_tag) continue;
         StorageRoots roots(method);
         CheckTaggedNodes(method, roots, GroupsFromTags(method), options,
