@@ -333,16 +333,20 @@ class GraphValidator {
  public:
   // `module`: the lowered module whose graph this is; null for a method.
   // `addressable`, when given, counts every declared spec (AddressableCount,
-  // for CheckAddressable's answer) in the validator's own walk over them.
+  // for CheckAddressable's answer) in the validator's own walk over them;
+  // `calls` gets the module each delegate calls, in node order (for the
+  // module call graph).
   GraphValidator(const ProgramIndex& program, const Method& graph,
                  Diagnostics& diagnostics,
                  const LoweredModule* module = nullptr,
-                 AddressableCount* addressable = nullptr)
+                 AddressableCount* addressable = nullptr,
+                 std::vector<const LoweredModule*>* calls = nullptr)
       : program_(program),
         graph_(graph),
         diagnostics_(diagnostics),
         module_(module),
-        addressable_(addressable) {
+        addressable_(addressable),
+        calls_(calls) {
     // An invalid target is reported with the module; read it as the host.
     if (module_ != nullptr) module_device_ = module_->device();
   }
@@ -700,6 +704,7 @@ class GraphValidator {
     const Node& node = graph_.nodes[i];
     const LoweredModule* module = program_.FindModule(node.target);
     if (module == nullptr) return;  // Import reported it.
+    if (calls_ != nullptr) calls_->push_back(module);
     auto called = [&] { return absl::StrCat("module '", module->id, "'"); };
 
     if (!module->target_device.ok()) {
@@ -1036,6 +1041,7 @@ class GraphValidator {
   const LoweredModule* module_;  // null for a method
   Device module_device_;         // where module_ runs (the host by default)
   AddressableCount* addressable_;
+  std::vector<const LoweredModule*>* calls_;
   std::optional<const StorageRoots> roots_;  // made by Run
   std::vector<char> sound_;  // Per node: its declared specs are sound.
   bool planned_ = false;     // Some declared spec has a memory placement.
@@ -1192,7 +1198,13 @@ std::string ChainText(const std::vector<const LoweredModule*>& chain) {
 // every level). Everything here is iterative: the nesting is the client's.
 class ModuleCallGraph {
  public:
-  ModuleCallGraph(const Program& program, Diagnostics& diagnostics)
+  // The delegates of each method, the modules they call in node order (a
+  // module is named by the first module with its id), when a walk over the
+  // methods found them already (validation's own); else this finds them.
+  using MethodCalls = std::vector<std::vector<const LoweredModule*>>;
+
+  ModuleCallGraph(const Program& program, Diagnostics& diagnostics,
+                  const MethodCalls* method_calls = nullptr)
       : program_(program), diagnostics_(diagnostics) {
     const int32_t count = static_cast<int32_t>(program.modules.size());
     std::unordered_map<std::string_view, int32_t> by_id;
@@ -1212,13 +1224,21 @@ class ModuleCallGraph {
       }
     }
     method_calls_.resize(program.methods.size());
+    auto add_call = [&](size_t k, int32_t callee) {
+      method_calls_[k].push_back(callee);
+      called_[callee] = 1;
+    };
+    if (method_calls != nullptr) {
+      for (size_t k = 0; k < method_calls->size(); ++k)
+        for (const LoweredModule* callee : (*method_calls)[k])
+          add_call(k, static_cast<int32_t>(callee - program.modules.data()));
+      return;
+    }
     for (size_t k = 0; k < program.methods.size(); ++k) {
       for (const Node& node : program.methods[k].nodes) {
         if (node.kind != NodeKind::kDelegate) continue;
         auto it = by_id.find(node.target);
-        if (it == by_id.end()) continue;
-        method_calls_[k].push_back(it->second);
-        called_[it->second] = 1;
+        if (it != by_id.end()) add_call(k, it->second);
       }
     }
   }
@@ -1411,17 +1431,22 @@ bool ValidateProgram(const Program& program, Diagnostics& diagnostics,
   auto count = [&](const AddressableCount& counted, auto subject) {
     if (first_over.ok()) first_over = counted.Status(subject);
   };
-  for (const Method& method : program.methods) {
+  // The modules the methods' delegates call, found by the validators.
+  ModuleCallGraph::MethodCalls method_calls(program.methods.size());
+  for (size_t k = 0; k < program.methods.size(); ++k) {
+    const Method& method = program.methods[k];
     diagnostics.SetMethod(method.name);
     AddressableCount counted;
-    GraphValidator(index, method, diagnostics, nullptr, &counted).Run();
+    GraphValidator(index, method, diagnostics, nullptr, &counted,
+                   &method_calls[k])
+        .Run();
     count(counted, [&](absl::string_view node) {
       return NodeSubject(method.name, node);
     });
   }
-  // Which modules are called is read from the call graph's one walk; its
-  // checks run after the modules' own, as their reports come after.
-  ModuleCallGraph calls(program, diagnostics);
+  // Which modules are called is read from the call graph; its checks run
+  // after the modules' own, as their reports come after.
+  ModuleCallGraph calls(program, diagnostics, &method_calls);
   for (int32_t m = 0; m < static_cast<int32_t>(program.modules.size()); ++m) {
     const LoweredModule& module = program.modules[m];
     diagnostics.SetMethod(absl::StrCat("module:", module.id));
