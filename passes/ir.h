@@ -416,6 +416,25 @@ inline void ReserveNodes(std::vector<Node>& nodes, size_t count) {
   nodes.reserve(2 * count);
 }
 
+// How many nodes ahead a walk over a method's nodes that reads their
+// operands asks for them (PrefetchOperands).
+inline constexpr int32_t kOperandsAhead = 8;
+
+// Asks for the operands of `nodes[i]`, when there is such a node, to be
+// fetched into cache, for a write (`for_write`) or a read. A node's
+// arguments are an array of their own on the heap: a walk in order over a
+// large method finds the node array streaming in, but not those.
+inline void PrefetchOperands(const std::vector<Node>& nodes, int64_t i,
+                             bool for_write = false) {
+  if (i < 0 || i >= static_cast<int64_t>(nodes.size())) return;
+  const std::vector<Argument>& args = nodes[i].args;
+  if (args.empty()) return;
+  if (for_write)
+    __builtin_prefetch(args.data(), 1);
+  else
+    __builtin_prefetch(args.data());
+}
+
 // A node that produces program data: a constant node, or an input that is a
 // parameter, buffer or lifted constant (IsProgramData).
 inline bool IsProgramDataNode(const Node& node) {

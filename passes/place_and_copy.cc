@@ -203,8 +203,8 @@ absl::Status StripCopies(Method& method) {
 struct Homes {
   Homes(const ValueSlots& value_slots, size_t nodes)
       : slots(value_slots), runs_on(nodes, Device::Cpu()) {
-    home.reserve(nodes);
-    origin.reserve(nodes);
+    home.reserve(2 * nodes);
+    origin.reserve(2 * nodes);
   }
 
   const ValueSlots& slots;
@@ -349,6 +349,7 @@ class CoherenceWalk {
 
   absl::StatusOr<Walked> Run() {
     for (int32_t i = 0; i < n_; ++i) {
+      PrefetchOperands(method_.nodes, i + kOperandsAhead, /*for_write=*/true);
       NoteTakenNames(i + 1);  // while the node is at hand
       if (absl::Status visited = Visit(i); !visited.ok()) return visited;
     }
@@ -846,6 +847,11 @@ class Assemble {
     std::vector<Node>& nodes = method_.nodes;
     nodes.resize(n + count);
     for (int32_t i = n - 1; i >= 0; --i) {
+      // The node's operands and its place, ahead: the array is walked back
+      // to front, and a node's place is not the node's own slot.
+      PrefetchOperands(nodes, i - kOperandsAhead, /*for_write=*/true);
+      if (i >= kOperandsAhead)
+        PrefetchNode(nodes[final_index_[i - kOperandsAhead]]);
       LabelNode(i);  // while the node is at hand
       const int32_t to = final_index_[i];
       if (to != i) MoveInto(nodes[to], nodes[i]);
@@ -883,6 +889,15 @@ class Assemble {
     if (node.result == ResultKind::kTensor) Label(node.tensor, ValueId{i, -1});
     for (int32_t e = 0; e < static_cast<int32_t>(node.tuple.size()); ++e)
       Label(node.tuple[e], ValueId{i, e});
+  }
+
+  // Asks for every cache line of `slot`, a node about to be written, to be
+  // fetched for writing.
+  static void PrefetchNode(Node& slot) {
+    const char* bytes = reinterpret_cast<const char*>(&slot);
+    for (size_t at = 0; at < sizeof(Node); at += 64)
+      __builtin_prefetch(bytes + at, 1);
+    __builtin_prefetch(bytes + sizeof(Node) - 1, 1);
   }
 
   // Moves `from` into `slot`, a node made by `resize` or moved from: by

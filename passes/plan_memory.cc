@@ -84,6 +84,7 @@ class CollectBlocks {
       last_use_.push_back(-1);
       is_output_.push_back(0);
     }
+    PrefetchOperands(method_.nodes, i + kOperandsAhead);
     const Node& node = method_.nodes[i];
     ForEachOperand(node, [&](const ValueId& v) {
       const int32_t slot = slots_.Of(roots.RootOf(v));
