@@ -293,29 +293,42 @@ class AssignOffsets {
 // Phase 3: the plan on the method: its arenas, and a placement on every
 // value, aliases (views, in-place results, getitems) through their roots;
 // a value left unplanned gets none, so an earlier plan does not survive.
+// One walk in node order, which meets the blocks in their order (node
+// order, CollectBlocks) and every root before its aliases.
 //
 //   t at 0 in arena 0; v = view(t)  ==>  t.memory = v.memory = {0, 0, 64}
 absl::Status Apply(Method& method, const StorageRoots& roots,
-                   const ValueSlots& slots, const std::vector<Block>& blocks,
-                   ArenaPlan plan) {
+                   const std::vector<Block>& blocks, ArenaPlan plan) {
   FERRY_RET_CHECK(plan.block_arena.size() == blocks.size());
-  std::vector<MemoryPlacement> placement(slots.size());
-  for (size_t k = 0; k < blocks.size(); ++k) {
-    const int32_t slot = slots.Of(blocks[k].root);
-    FERRY_RET_CHECK(slot >= 0 && slot < slots.size());
-    placement[slot] = MemoryPlacement{.arena = plan.block_arena[k],
-                                      .planned = true,
-                                      .offset = blocks[k].offset,
-                                      .size = blocks[k].size};
-  }
+  size_t next = 0;  // the next block to meet
+  // The placement of root `v`: its block's, if it has one.
+  auto planned = [&](ValueId v) {
+    if (next == blocks.size() || blocks[next].root != v)
+      return MemoryPlacement{};
+    const Block& b = blocks[next];
+    return MemoryPlacement{.arena = plan.block_arena[next++],
+                           .planned = true,
+                           .offset = b.offset,
+                           .size = b.size};
+  };
   for (int32_t i = 0; i < static_cast<int32_t>(method.nodes.size()); ++i) {
     Node& node = method.nodes[i];
-    node.tensor.memory = node.result == ResultKind::kTensor
-                             ? placement[slots.Of(roots.RootOf(ValueId{i, -1}))]
-                             : MemoryPlacement{};
+    node.tensor.memory = MemoryPlacement{};
+    if (node.result == ResultKind::kTensor) {
+      const ValueId value{i, -1};
+      const ValueId root = roots.RootOf(value);
+      if (root == value) {
+        node.tensor.memory = planned(value);
+      } else {
+        FERRY_RET_CHECK(root.node >= 0 && root.node < i);  // placed already
+        if (const TensorSpec* spec = method.Spec(root))
+          node.tensor.memory = spec->memory;
+      }
+    }
     for (int32_t e = 0; e < static_cast<int32_t>(node.tuple.size()); ++e)
-      node.tuple[e].memory = placement[slots.Of(ValueId{i, e})];
+      node.tuple[e].memory = planned(ValueId{i, e});
   }
+  FERRY_RET_CHECK(next == blocks.size());  // every block met
   method.arenas = std::move(plan.arenas);
   return absl::OkStatus();
 }
@@ -340,8 +353,7 @@ absl::StatusOr<PassStats> PlanMemory(Program& program,
     absl::StatusOr<ArenaPlan> plan =
         AssignOffsets(blocks, static_cast<int32_t>(method.nodes.size())).Run();
     if (!plan.ok()) return plan.status();
-    if (absl::Status applied =
-            Apply(method, roots, slots, blocks, *std::move(plan));
+    if (absl::Status applied = Apply(method, roots, blocks, *std::move(plan));
         !applied.ok())
       return applied;
     planned += static_cast<int64_t>(blocks.size());
