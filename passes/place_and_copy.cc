@@ -345,7 +345,13 @@ class CoherenceWalk {
         version_(slots.size(), 0),
         host_copy_(slots.size()),
         first_device_copy_(slots.size(), -1),
-        whole_(slots.size(), -1) {}
+        whole_(slots.size(), -1) {
+    // Room for a copy per node: more than most methods make (a large
+    // vector's untouched room is address space only), so that the lists
+    // rarely grow and move.
+    walked_.copies.reserve(n_);
+    device_copies_.reserve(n_);
+  }
 
   absl::StatusOr<Walked> Run() {
     for (int32_t i = 0; i < n_; ++i) {

@@ -73,8 +73,12 @@ class CollectBlocks {
         slots_(slots),
         options_(options),
         diagnostics_(diagnostics) {
-    last_use_.reserve(method.nodes.size());
-    is_output_.reserve(method.nodes.size());
+    // Room for the values of nodes with a few results each, and a block
+    // for each node (a large vector's untouched room is address space only).
+    last_use_.reserve(2 * method.nodes.size());
+    is_output_.reserve(2 * method.nodes.size());
+    blocks_.reserve(method.nodes.size());
+    found_.reserve(method.nodes.size());
   }
 
   // Node i, with `roots` known up to it.
