@@ -10,10 +10,7 @@
 namespace ferry {
 
 StorageRoots::StorageRoots(const Method& method)
-    : StorageRoots(method.nodes.size()) {
-  for (int32_t i = 0; i < static_cast<int32_t>(method.nodes.size()); ++i)
-    Add(method, i);
-}
+    : StorageRoots(method, [](const StorageRoots&, int32_t) {}) {}
 
 StorageRoots::StorageRoots(const Method& method, ValueSlots& slots)
     : StorageRoots(method, slots, [](const StorageRoots&, int32_t) {}) {}
@@ -23,15 +20,15 @@ StorageRoots::StorageRoots(size_t nodes)
       written_start_(nodes + 1, 0),
       metadata_only_(nodes, 0) {}
 
-// What a node's schema says about aliasing was worked out when the schema
-// was parsed (OpSchema::DeriveAliasFacts). A node without schema text
-// carries the registry's schema for its operator (import resolves it so),
-// whose entry says whether it reads metadata only.
 void StorageRoots::Add(const Method& method, int32_t i) {
   AddAliasing(method.nodes[i], i);
   written_start_[i + 1] = static_cast<int32_t>(written_.size());
 }
 
+// What a node's schema says about aliasing was worked out when the schema
+// was parsed (OpSchema::DeriveAliasFacts). A node without schema text
+// carries the registry's schema for its operator (import resolves it so),
+// whose entry says whether it reads metadata only.
 void StorageRoots::AddAliasing(const Node& node, int32_t i) {
   node_root_[i] = ValueId{i, -1};
   if (node.kind == NodeKind::kGetItem) {

@@ -59,7 +59,7 @@ class StorageRoots {
   explicit StorageRoots(size_t nodes);
   // Node i's root, metadata flag and written values.
   void Add(const Method& method, int32_t i);
-  // The same, but for where node i's written values end.
+  // All of that but where node i's written values end (Add's).
   void AddAliasing(const Node& node, int32_t i);
 
   std::vector<ValueId> node_root_;  // per node (whole result)
