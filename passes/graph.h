@@ -61,6 +61,15 @@ class ValueSlots {
   ValueSlots() = default;
   int32_t Of(ValueId v) const { return base_[v.node] + 1 + v.element; }
   int32_t size() const { return base_.back(); }
+  // Extends `per_value`, an array indexed by slot, with `fill` for the
+  // values numbered since it was last extended (a walk that numbers values
+  // as it goes: StorageRoots' visit). One value at a time, as they come, so
+  // that the call inlines.
+  template <typename T>
+  void Cover(std::vector<T>& per_value, const T& fill) const {
+    while (static_cast<int32_t>(per_value.size()) < size())
+      per_value.push_back(fill);
+  }
 
  private:
   friend class StorageRoots;  // numbers the values in its own walk

@@ -247,10 +247,8 @@ class AssignHomes {
   // Node i, with `roots` known up to it.
   void Visit(const StorageRoots& roots, int32_t i) {
     // Node i's values, numbered by the walk: host values unless set below.
-    while (static_cast<int32_t>(homes_.home.size()) < slots_.size()) {
-      homes_.home.push_back(Device::Cpu());
-      homes_.origin.emplace_back();
-    }
+    slots_.Cover(homes_.home, Device::Cpu());
+    slots_.Cover(homes_.origin, ValueId{});
     const Node& node = method_.nodes[i];
     if (node.kind == NodeKind::kGetItem) {
       ValueId& origin = homes_.origin[slots_.Of(roots.RootOf(ValueId{i, -1}))];

@@ -84,10 +84,8 @@ class CollectBlocks {
   // Node i, with `roots` known up to it.
   void Visit(const StorageRoots& roots, int32_t i) {
     // Node i's values, numbered by the walk: not read yet.
-    while (static_cast<int32_t>(last_use_.size()) < slots_.size()) {
-      last_use_.push_back(-1);
-      is_output_.push_back(0);
-    }
+    slots_.Cover(last_use_, -1);
+    slots_.Cover(is_output_, char{0});
     PrefetchOperands(method_.nodes, i + kOperandsAhead);
     const Node& node = method_.nodes[i];
     ForEachOperand(node, [&](const ValueId& v) {
