@@ -18,10 +18,10 @@
 // Phases, each a unit with one entry, state handed on explicitly:
 // (1) CollectBlocks finds the roots to plan, their sizes and lifetimes, in
 // the walk that finds the roots: the Blocks; (2) AssignOffsets makes one arena
-// per device and gives each block an offset with a best-fit FreeListAllocator
-// (free_list.h): the ArenaPlan; (3) Apply writes the arenas and the placements
-// on every value, aliases included. The driver, PlanMemory, is at the bottom;
-// Apply replaces an earlier plan.
+// per device and gives each block its arena and an offset with a best-fit
+// FreeListAllocator (free_list.h); (3) Apply writes the arenas and the
+// placements on every value, aliases included. The driver, PlanMemory, is at
+// the bottom; Apply replaces an earlier plan.
 #include "passes/plan_memory.h"
 
 #include <algorithm>
@@ -45,7 +45,8 @@ int64_t AlignUp(int64_t bytes) {
 struct Block {
   ValueId root;
   Device device;
-  int64_t size = 0;  // aligned
+  int32_t arena = -1;  // AssignOffsets: the index of its device's arena
+  int64_t size = 0;    // aligned
   int32_t first = 0;
   int32_t last = 0;
   int64_t offset = -1;
@@ -172,13 +173,6 @@ class CollectBlocks {
   std::vector<char> found_;  // per block: Found bits
 };
 
-// What phase 2 hands to phase 3: the method's arenas (sizes and lower
-// bounds) and each block's arena; the blocks carry their offsets.
-struct ArenaPlan {
-  std::vector<Arena> arenas;
-  std::vector<int32_t> block_arena;  // per block
-};
-
 // Phase 2: one arena per device (host first), and offsets by walking the
 // steps: at each definition step, place the blocks defined there, then free
 // every block whose last reader runs before the next definition.
@@ -192,40 +186,42 @@ class AssignOffsets {
   AssignOffsets(std::vector<Block>& blocks, int32_t steps)
       : blocks_(blocks), steps_(steps) {}
 
-  absl::StatusOr<ArenaPlan> Run() {
-    ArenaPlan plan = Arenas();
-    const size_t arenas = plan.arenas.size();
-    std::vector<FreeListAllocator> allocators(arenas);
-    std::vector<int64_t> live(arenas, 0);
+  // The arenas, with each block's arena and offset set on the block.
+  absl::StatusOr<std::vector<Arena>> Run() {
+    std::vector<Arena> arenas = Arenas();
+    std::vector<FreeListAllocator> allocators(arenas.size());
+    std::vector<int64_t> live(arenas.size(), 0);
 
     const int32_t count = static_cast<int32_t>(blocks_.size());
     std::vector<int32_t> by_first, by_last;
     FERRY_RET_CHECK(SortByFirstAndLast(by_first, by_last));
+    // The k-th block to be defined: blocks_[k] itself when by_first is
+    // left empty, the blocks being in that order already.
+    auto defined = [&](int32_t k) -> Block& {
+      return blocks_[by_first.empty() ? k : by_first[k]];
+    };
     for (int32_t next_def = 0, next_free = 0; next_def < count;) {
-      const int32_t t = blocks_[by_first[next_def]].first;
-      for (; next_def < count && blocks_[by_first[next_def]].first == t;
-           ++next_def) {
-        Block& b = blocks_[by_first[next_def]];
-        const int32_t a = plan.block_arena[by_first[next_def]];
-        b.offset = allocators[a].Allocate(b.size);
-        live[a] += b.size;
-        plan.arenas[a].lower_bound =
-            std::max(plan.arenas[a].lower_bound, live[a]);
+      const int32_t t = defined(next_def).first;
+      for (; next_def < count && defined(next_def).first == t; ++next_def) {
+        Block& b = defined(next_def);
+        b.offset = allocators[b.arena].Allocate(b.size);
+        live[b.arena] += b.size;
+        arenas[b.arena].lower_bound =
+            std::max(arenas[b.arena].lower_bound, live[b.arena]);
       }
       // Free everything whose last reader runs before the next definition.
       const int32_t next_t =
-          next_def < count ? blocks_[by_first[next_def]].first : INT32_MAX;
+          next_def < count ? defined(next_def).first : INT32_MAX;
       for (; next_free < count && blocks_[by_last[next_free]].last < next_t;
            ++next_free) {
         const Block& b = blocks_[by_last[next_free]];
-        const int32_t a = plan.block_arena[by_last[next_free]];
-        allocators[a].Free(b.offset, b.size);
-        live[a] -= b.size;
+        allocators[b.arena].Free(b.offset, b.size);
+        live[b.arena] -= b.size;
       }
     }
-    for (size_t a = 0; a < arenas; ++a)
-      plan.arenas[a].size = allocators[a].peak();
-    return plan;
+    for (size_t a = 0; a < arenas.size(); ++a)
+      arenas[a].size = allocators[a].peak();
+    return arenas;
   }
 
  private:
@@ -233,19 +229,17 @@ class AssignOffsets {
   // block's arena. A method has a few devices and many blocks: each block's
   // device is looked up among those met so far, starting from the last one
   // found, then the arenas are renumbered in order.
-  ArenaPlan Arenas() const {
-    ArenaPlan plan;
+  std::vector<Arena> Arenas() {
+    std::vector<Arena> arenas;
     std::vector<Device> met;
-    plan.block_arena.resize(blocks_.size());
     int32_t last = -1;
-    for (size_t k = 0; k < blocks_.size(); ++k) {
-      const Device d = blocks_[k].device;
-      if (last < 0 || met[last] != d) {
-        last = static_cast<int32_t>(std::find(met.begin(), met.end(), d) -
-                                    met.begin());
-        if (last == static_cast<int32_t>(met.size())) met.push_back(d);
+    for (Block& b : blocks_) {
+      if (last < 0 || met[last] != b.device) {
+        last = static_cast<int32_t>(
+            std::find(met.begin(), met.end(), b.device) - met.begin());
+        if (last == static_cast<int32_t>(met.size())) met.push_back(b.device);
       }
-      plan.block_arena[k] = last;
+      b.arena = last;
     }
     std::vector<int32_t> order(met.size());
     std::iota(order.begin(), order.end(), 0);
@@ -254,38 +248,50 @@ class AssignOffsets {
     std::vector<int32_t> arena_of(met.size());
     for (size_t a = 0; a < order.size(); ++a) {
       arena_of[order[a]] = static_cast<int32_t>(a);
-      plan.arenas.push_back(Arena{met[order[a]], 0, 0});
+      arenas.push_back(Arena{met[order[a]], 0, 0});
     }
     if (!std::is_sorted(order.begin(), order.end()))
-      for (int32_t& a : plan.block_arena) a = arena_of[a];
-    return plan;
+      for (Block& b : blocks_) b.arena = arena_of[b.arena];
+    return arenas;
   }
 
-  // The block indices ordered by first step and by last step, ties in block
-  // order: two counting sorts over the steps 0..steps_ (linear, where a
-  // comparison sort is n log n), sharing their walks over the blocks. False
+  // The block indices ordered by last step, and by first step unless the
+  // blocks come in that order already (then `by_first` is left empty): they
+  // do unless a load-time copy or a mutable buffer, live from step 0, is
+  // defined after another block. Counting sorts over the steps 0..steps_,
+  // ties in block order (linear, where a comparison sort is n log n). False
   // when a step is out of range (an internal error).
   bool SortByFirstAndLast(std::vector<int32_t>& by_first,
                           std::vector<int32_t>& by_last) const {
     const size_t steps = static_cast<size_t>(steps_) + 2;
-    std::vector<int32_t> first_start(steps, 0), last_start(steps, 0);
+    std::vector<int32_t> at_last(steps, 0);
+    bool in_first_order = true;
+    int32_t previous_first = 0;
     for (const Block& b : blocks_) {
       if (b.first < 0 || b.first > steps_ || b.last < 0 || b.last > steps_)
         return false;
-      ++first_start[b.first + 1];
-      ++last_start[b.last + 1];
+      ++at_last[b.last + 1];
+      in_first_order &= b.first >= previous_first;
+      previous_first = b.first;
     }
-    for (int32_t t = 0; t <= steps_; ++t) {
-      first_start[t + 1] += first_start[t];
-      last_start[t + 1] += last_start[t];
-    }
-    by_first.resize(blocks_.size());
-    by_last.resize(blocks_.size());
-    for (int32_t k = 0; k < static_cast<int32_t>(blocks_.size()); ++k) {
-      by_first[first_start[blocks_[k].first]++] = k;
-      by_last[last_start[blocks_[k].last]++] = k;
+    by_last = OrderBy(&Block::last, std::move(at_last));
+    if (!in_first_order) {
+      std::vector<int32_t> at_first(steps, 0);
+      for (const Block& b : blocks_) ++at_first[b.first + 1];
+      by_first = OrderBy(&Block::first, std::move(at_first));
     }
     return true;
+  }
+
+  // The block indices in order of their `step`, from `start`: at t + 1, how
+  // many blocks are at step t.
+  std::vector<int32_t> OrderBy(int32_t Block::*step,
+                               std::vector<int32_t> start) const {
+    for (size_t t = 0; t + 1 < start.size(); ++t) start[t + 1] += start[t];
+    std::vector<int32_t> order(blocks_.size());
+    for (int32_t k = 0; k < static_cast<int32_t>(blocks_.size()); ++k)
+      order[start[blocks_[k].*step]++] = k;
+    return order;
   }
 
   std::vector<Block>& blocks_;
@@ -300,18 +306,17 @@ class AssignOffsets {
 //
 //   t at 0 in arena 0; v = view(t)  ==>  t.memory = v.memory = {0, 0, 64}
 absl::Status Apply(Method& method, const StorageRoots& roots,
-                   const std::vector<Block>& blocks, ArenaPlan plan) {
-  FERRY_RET_CHECK(plan.block_arena.size() == blocks.size());
+                   const std::vector<Block>& blocks,
+                   std::vector<Arena> arenas) {
   size_t next = 0;  // the next block to meet
   // The placement of root `v`: its block's, if it has one.
   auto planned = [&](ValueId v) {
     if (next == blocks.size() || blocks[next].root != v)
       return MemoryPlacement{};
     const Block& b = blocks[next];
-    return MemoryPlacement{.arena = plan.block_arena[next++],
-                           .planned = true,
-                           .offset = b.offset,
-                           .size = b.size};
+    ++next;
+    return MemoryPlacement{
+        .arena = b.arena, .planned = true, .offset = b.offset, .size = b.size};
   };
   for (int32_t i = 0; i < static_cast<int32_t>(method.nodes.size()); ++i) {
     Node& node = method.nodes[i];
@@ -331,7 +336,7 @@ absl::Status Apply(Method& method, const StorageRoots& roots,
       node.tuple[e].memory = planned(ValueId{i, e});
   }
   FERRY_RET_CHECK(next == blocks.size());  // every block met
-  method.arenas = std::move(plan.arenas);
+  method.arenas = std::move(arenas);
   return absl::OkStatus();
 }
 
@@ -352,10 +357,10 @@ absl::StatusOr<PassStats> PlanMemory(Program& program,
         method, slots,
         [&](const StorageRoots& known, int32_t i) { collect.Visit(known, i); });
     std::vector<Block> blocks = std::move(collect).Finish();
-    absl::StatusOr<ArenaPlan> plan =
+    absl::StatusOr<std::vector<Arena>> arenas =
         AssignOffsets(blocks, static_cast<int32_t>(method.nodes.size())).Run();
-    if (!plan.ok()) return plan.status();
-    if (absl::Status applied = Apply(method, roots, blocks, *std::move(plan));
+    if (!arenas.ok()) return arenas.status();
+    if (absl::Status applied = Apply(method, roots, blocks, *std::move(arenas));
         !applied.ok())
       return applied;
     planned += static_cast<int64_t>(blocks.size());
