@@ -257,10 +257,10 @@ class AssignOffsets {
 
   // The block indices ordered by last step, and by first step unless the
   // blocks come in that order already (then `by_first` is left empty): they
-  // do unless a load-time copy or a mutable buffer, live from step 0, is
-  // defined after another block. Counting sorts over the steps 0..steps_,
-  // ties in block order (linear, where a comparison sort is n log n). False
-  // when a step is out of range (an internal error).
+  // do unless a block live from step 0 (a graph input, a mutable buffer, a
+  // load-time copy) is defined after another block. Counting sorts over the
+  // steps 0..steps_, ties in block order (linear, where a comparison sort is n
+  // log n). False when a step is out of range (an internal error).
   bool SortByFirstAndLast(std::vector<int32_t>& by_first,
                           std::vector<int32_t>& by_last) const {
     const size_t steps = static_cast<size_t>(steps_) + 2;
