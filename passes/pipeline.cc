@@ -47,6 +47,43 @@ LoweredWith RecordedOptions(const LowerOptions& options,
 
 }  // namespace
 
+namespace {
+
+// The arenas of every method, in method order.
+void AddArenas(const Program& program, LowerStats& stats) {
+  for (const Method& method : program.methods)
+    for (const Arena& arena : method.arenas)
+      stats.arenas.push_back(ArenaSummary{method.name, arena.device, arena.size,
+                                          arena.lower_bound});
+}
+
+// The statistics of a lowered `program` from what place_and_copy counted as
+// it placed it (`placed`, its counters: place_and_copy.h), which no later
+// pass changes, and the arenas plan_memory left: CountStats without a walk
+// over every node.
+LowerStats StatsOfLowered(const PassStats& placed, const Program& program) {
+  LowerStats stats;
+  std::map<std::string, int64_t> per_device_name;  // in the names' order
+  const std::string_view delegates_on = kDelegatesOnCounter;
+  for (const auto& [name, value] : placed.counters) {
+    if (name == kH2DCopiesCounter) stats.h2d_copies = value;
+    if (name == kD2HCopiesCounter) stats.d2h_copies = value;
+    if (name == kLoadTimeCopiesCounter) stats.load_time_copies = value;
+    if (name == kH2DBytesCounter) stats.h2d_bytes_per_call = value;
+    if (name == kD2HBytesCounter) stats.d2h_bytes_per_call = value;
+    if (name.starts_with(delegates_on)) {
+      stats.delegates += value;
+      per_device_name[name.substr(delegates_on.size())] += value;
+    }
+  }
+  stats.delegates_per_device.assign(per_device_name.begin(),
+                                    per_device_name.end());
+  AddArenas(program, stats);
+  return stats;
+}
+
+}  // namespace
+
 LowerStats CountStats(const Program& program) {
   LowerStats stats;
   // Counted per device, then named: a program has a few devices and many
@@ -70,10 +107,8 @@ LowerStats CountStats(const Program& program) {
         ++per_device[DelegateDevice(index, node)];
       }
     }
-    for (const Arena& arena : method.arenas)
-      stats.arenas.push_back(ArenaSummary{method.name, arena.device, arena.size,
-                                          arena.lower_bound});
   }
+  AddArenas(program, stats);
   std::map<std::string, int64_t> per_device_name;  // in the names' order
   for (const auto& [device, count] : per_device)
     per_device_name[device.ToString()] += count;
@@ -157,13 +192,15 @@ absl::StatusOr<LowerResult> LowerUnguarded(
   // one, then from the IR (which carries them): the same report either way.
   const bool program_in_request = request != &rest;
   bool request_read = !program_in_request;
+  // What place_and_copy counted (the statistics of a lowered program).
+  PassStats placed;
   auto finish = [&](bool ok) {
     if (request_read)
       AttachNodeSources(program, result.diagnostics);
     else
       AttachNodeSources(request->program(), result.diagnostics);
     result.ok = ok;
-    result.stats = ok ? CountStats(program) : LowerStats{};
+    result.stats = ok ? StatsOfLowered(placed, program) : LowerStats{};
     result.stats.passes = timings;
     if (ok) result.program = std::move(program);
     // `result` is captured by reference: move it out, or the whole lowered
@@ -208,6 +245,7 @@ absl::StatusOr<LowerResult> LowerUnguarded(
       return pass(program, options, result.diagnostics);
     });
     if (!stats.ok()) return stats.status();
+    if (pass == &PlaceAndCopy) placed = *std::move(stats);
     if (result.diagnostics.HasErrors()) return finish(false);
     if (after_pass) {
       if (absl::Status checked = after_pass(name, program, options);

@@ -315,6 +315,44 @@ struct Walked {
   std::deque<std::string> names;
 };
 
+// What the pass leaves in a method, counted as it is made: the figures of
+// the lowering's statistics (LowerStats, pipeline.h), which would otherwise
+// take one more walk over every node of the lowered program.
+struct Tally {
+  int64_t h2d = 0;      // per call
+  int64_t d2h = 0;      // per call
+  int64_t at_load = 0;  // H2Ds made at load
+  int64_t h2d_bytes = 0;
+  int64_t d2h_bytes = 0;
+  // Delegates per device, in the order met (a program has a few devices and
+  // many delegates: the last one met is tried first).
+  std::vector<std::pair<Device, int64_t>> delegates;
+
+  void Copy(bool to_host, bool at_load_copy, const TensorSpec& spec) {
+    const int64_t bytes = spec.StorageBytes().value_or(0);
+    if (to_host) {
+      ++d2h;
+      d2h_bytes += bytes;
+    } else if (at_load_copy) {
+      ++at_load;
+    } else {
+      ++h2d;
+      h2d_bytes += bytes;
+    }
+  }
+  void Delegate(Device d) {
+    if (delegates.empty() || delegates.back().first != d) {
+      auto met = std::find_if(delegates.begin(), delegates.end(),
+                              [&](const auto& e) { return e.first == d; });
+      if (met == delegates.end())
+        delegates.emplace_back(d, 0);
+      else
+        std::iter_swap(met, delegates.end() - 1);
+    }
+    ++delegates.back().second;
+  }
+};
+
 // Phase 3: the coherence walk. Rewrites every operand to the value to read
 // where its reader runs, creating copies as needed.
 //
@@ -791,8 +829,9 @@ class CoherenceWalk {
 //   ==> [x, x_to_cuda0, D1, ...]; D1's results labelled cuda:0
 class Assemble {
  public:
-  Assemble(Method& method, const StorageRoots& roots, const Homes& homes)
-      : method_(method), roots_(roots), homes_(homes) {}
+  Assemble(Method& method, const StorageRoots& roots, const Homes& homes,
+           Tally& tally)
+      : method_(method), roots_(roots), homes_(homes), tally_(tally) {}
 
   absl::Status Run(Walked walked) {
     const int32_t n = static_cast<int32_t>(method_.nodes.size());
@@ -890,6 +929,7 @@ class Assemble {
   }
   void LabelNode(int32_t i) {
     Node& node = method_.nodes[i];
+    if (node.kind == NodeKind::kDelegate) tally_.Delegate(homes_.runs_on[i]);
     if (node.result == ResultKind::kTensor) Label(node.tensor, ValueId{i, -1});
     for (int32_t e = 0; e < static_cast<int32_t>(node.tuple.size()); ++e)
       Label(node.tuple[e], ValueId{i, e});
@@ -962,12 +1002,14 @@ class Assemble {
     copy.tensor = *spec;
     copy.tensor.memory = MemoryPlacement{};
     copy.tensor.SetDevice(planned.to);
+    tally_.Copy(planned.to_host, planned.at_load, copy.tensor);
     return absl::OkStatus();
   }
 
   Method& method_;
   const StorageRoots& roots_;
   const Homes& homes_;
+  Tally& tally_;
   const OpInfo* h2d_op_ = nullptr;
   const OpInfo* d2h_op_ = nullptr;
   std::vector<int32_t> final_index_;  // per token (node, then copy)
@@ -975,12 +1017,14 @@ class Assemble {
 
 // Without device memory planning there are no copies: only delegate results
 // (and their getitems) are labelled with their device.
-absl::Status LabelOnly(const ProgramIndex& program, Method& method) {
+absl::Status LabelOnly(const ProgramIndex& program, Method& method,
+                       Tally& tally) {
   std::vector<Device> device_of(method.nodes.size(), Device::Cpu());
   for (size_t i = 0; i < method.nodes.size(); ++i) {
     Node& node = method.nodes[i];
     if (node.kind == NodeKind::kDelegate) {
       device_of[i] = DelegateDevice(program, node);
+      tally.Delegate(device_of[i]);
       if (device_of[i].is_host()) continue;  // host values stay unlabelled
       if (node.result == ResultKind::kTensor)
         node.tensor.SetDevice(device_of[i]);
@@ -998,10 +1042,9 @@ absl::Status LabelOnly(const ProgramIndex& program, Method& method) {
 // Phases 1-4 for one method. Phase 1 is made only when the walk of
 // phase 2 finds copies, which a method lowered before has: then that walk
 // is made again, on the method without them.
-absl::StatusOr<int64_t> PlaceMethod(const ProgramIndex& index, Method& method,
-                                    const WalkOptions& options,
-                                    Diagnostics& diagnostics,
-                                    bool stripped = false) {
+absl::Status PlaceMethod(const ProgramIndex& index, Method& method,
+                         const WalkOptions& options, Diagnostics& diagnostics,
+                         Tally& tally, bool stripped = false) {
   ValueSlots slots;
   AssignHomes assign(index, method, slots, options);
   const StorageRoots roots(
@@ -1009,18 +1052,14 @@ absl::StatusOr<int64_t> PlaceMethod(const ProgramIndex& index, Method& method,
       [&](const StorageRoots& known, int32_t i) { assign.Visit(known, i); });
   if (assign.has_copies() && !stripped) {
     if (absl::Status strip = StripCopies(method); !strip.ok()) return strip;
-    return PlaceMethod(index, method, options, diagnostics, /*stripped=*/true);
+    return PlaceMethod(index, method, options, diagnostics, tally,
+                       /*stripped=*/true);
   }
   const Homes homes = std::move(assign).Finish();
   absl::StatusOr<Walked> walked =
       CoherenceWalk(method, roots, slots, homes, options, diagnostics).Run();
   if (!walked.ok()) return walked.status();
-  const int64_t copies = static_cast<int64_t>(walked->copies.size());
-  if (absl::Status assembled =
-          Assemble(method, roots, homes).Run(*std::move(walked));
-      !assembled.ok())
-    return assembled;
-  return copies;
+  return Assemble(method, roots, homes, tally).Run(*std::move(walked));
 }
 
 }  // namespace
@@ -1028,15 +1067,15 @@ absl::StatusOr<int64_t> PlaceMethod(const ProgramIndex& index, Method& method,
 absl::StatusOr<PassStats> PlaceAndCopy(Program& program,
                                        const LowerOptions& options,
                                        Diagnostics& diagnostics) {
-  PassStats stats;
-  int64_t copies = 0;
+  Tally tally;
   const ProgramIndex index(program);
   for (Method& method : program.methods) {
     diagnostics.SetMethod(method.name);
     if (!options.enable_non_cpu_memory_planning) {
       if (absl::Status stripped = StripCopies(method); !stripped.ok())
         return stripped;
-      if (absl::Status labelled = LabelOnly(index, method); !labelled.ok())
+      if (absl::Status labelled = LabelOnly(index, method, tally);
+          !labelled.ok())
         return labelled;
       continue;
     }
@@ -1045,12 +1084,22 @@ absl::StatusOr<PassStats> PlaceAndCopy(Program& program,
     o.skip_d2h = options.skip_d2h_for_method_outputs.For(method.name);
     o.strict = options.error_on_per_call_copies;
     o.at_load = options.constant_staging_at_load;
-    absl::StatusOr<int64_t> placed = PlaceMethod(index, method, o, diagnostics);
-    if (!placed.ok()) return placed.status();
-    copies += *placed;
+    if (absl::Status placed = PlaceMethod(index, method, o, diagnostics, tally);
+        !placed.ok())
+      return placed;
   }
   diagnostics.SetMethod("");
-  stats.Add("copies", copies);
+  // Delegates per device in the devices' order, as the counters name them.
+  std::sort(tally.delegates.begin(), tally.delegates.end());
+  PassStats stats;
+  stats.Add(kCopiesCounter, tally.h2d + tally.d2h + tally.at_load);
+  stats.Add(kH2DCopiesCounter, tally.h2d);
+  stats.Add(kD2HCopiesCounter, tally.d2h);
+  stats.Add(kLoadTimeCopiesCounter, tally.at_load);
+  stats.Add(kH2DBytesCounter, tally.h2d_bytes);
+  stats.Add(kD2HBytesCounter, tally.d2h_bytes);
+  for (const auto& [device, count] : tally.delegates)
+    stats.Add(absl::StrCat(kDelegatesOnCounter, device.ToString()), count);
   return stats;
 }
 

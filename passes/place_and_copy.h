@@ -31,9 +31,22 @@
 
 namespace ferry {
 
+// Its counters (PassStats) count what the lowered program holds once it
+// has run: the copies it made (per call, by direction, with the bytes of
+// their specs, and the H2Ds made at load) and the delegates per device, one
+// counter per device named kDelegatesOnCounter + Device::ToString(), in
+// device order. The lowering's statistics (LowerStats, pipeline.h) are
+// these.
 absl::StatusOr<PassStats> PlaceAndCopy(Program& program,
                                        const LowerOptions& options,
                                        Diagnostics& diagnostics);
+inline constexpr char kCopiesCounter[] = "copies";
+inline constexpr char kH2DCopiesCounter[] = "h2d_copies";
+inline constexpr char kD2HCopiesCounter[] = "d2h_copies";
+inline constexpr char kLoadTimeCopiesCounter[] = "load_time_copies";
+inline constexpr char kH2DBytesCounter[] = "h2d_bytes_per_call";
+inline constexpr char kD2HBytesCounter[] = "d2h_bytes_per_call";
+inline constexpr char kDelegatesOnCounter[] = "delegates_on:";
 
 // The device a delegate node runs on: its module's target device, or the
 // host when it has none (or it does not parse; validation reports that).

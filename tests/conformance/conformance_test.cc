@@ -28,6 +28,7 @@
 #include "passes/report_io.h"
 #include "tests/support/files.h"
 #include "tests/support/golden.h"
+#include "tests/support/programs.h"
 #ifdef FERRY_HAVE_RUNTIME
 #include "runtime/verify.h"
 #endif
@@ -46,6 +47,7 @@ std::vector<std::string> CaseNames() {
   return names;
 }
 
+using testing_util::CountsText;
 using testing_util::ReadFile;
 using testing_util::WriteFile;
 
@@ -160,6 +162,9 @@ TEST_P(ConformanceTest, MatchesGoldens) {
   if (!expect.count("load")) {
     EXPECT_EQ(s.load_time_copies, 0);
   }
+  // What the pipeline counted as it placed the copies is what the lowered
+  // program holds.
+  EXPECT_EQ(CountsText(s), CountsText(CountStats(result->program)));
 
   // The golden program.
   const std::string lowered = LoweredText(*result);

@@ -19,6 +19,7 @@
 #include "passes/proto_io.h"
 #include "passes/wire_writer.h"
 #include "runtime/verify.h"
+#include "tests/support/programs.h"
 
 namespace ferry {
 namespace {
@@ -211,6 +212,11 @@ TEST_P(RandomPrograms, LowerIdempotentlyAndMatchEagerOnSim) {
     }
     ++lowered;
     EXPECT_EQ(checked, 5) << "seed " << seed;  // every pass was checked
+    // What the pipeline counted as it placed the copies is what the lowered
+    // program holds.
+    EXPECT_EQ(testing_util::CountsText(result->stats),
+              testing_util::CountsText(CountStats(result->program)))
+        << "seed " << seed;
     v1::Program once;
     ExportProgram(result->program, &once);
     // The wire form the service sends is written straight from the IR: the

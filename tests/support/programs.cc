@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 #include "passes/proto_io.h"
@@ -54,6 +55,19 @@ LowerOptions ParseOptions(std::string_view text, const Program& program) {
   EXPECT_FALSE(diagnostics.HasErrors())
       << FormatDiagnosticsText(diagnostics, "options");
   return options;
+}
+
+std::string CountsText(const LowerStats& stats) {
+  std::string text = absl::StrCat(
+      "h2d ", stats.h2d_copies, " (", stats.h2d_bytes_per_call, " B)\nd2h ",
+      stats.d2h_copies, " (", stats.d2h_bytes_per_call, " B)\nat load ",
+      stats.load_time_copies, "\ndelegates ", stats.delegates, "\n");
+  for (const auto& [device, count] : stats.delegates_per_device)
+    absl::StrAppend(&text, "  on ", device, ": ", count, "\n");
+  for (const ArenaSummary& a : stats.arenas)
+    absl::StrAppend(&text, "arena ", a.method, " ", a.device.ToString(), " ",
+                    a.bytes, " B (lower bound ", a.lower_bound_bytes, " B)\n");
+  return text;
 }
 
 }  // namespace ferry::testing_util

@@ -2,6 +2,7 @@
 #ifndef FERRY_TESTS_SUPPORT_PROGRAMS_H_
 #define FERRY_TESTS_SUPPORT_PROGRAMS_H_
 
+#include <string>
 #include <string_view>
 
 #include "ferry/v1/program.pb.h"
@@ -26,6 +27,11 @@ Program ParseProgramUnvalidated(std::string_view text,
 
 // Resolves LowerOptions in text form for `program`; fails the test on errors.
 LowerOptions ParseOptions(std::string_view text, const Program& program);
+
+// The counts of `stats` (copies, their bytes, delegates per device, arenas;
+// not the passes' timings), one per line: what a lowering reports, to compare
+// with CountStats of the program it returned.
+std::string CountsText(const LowerStats& stats);
 
 }  // namespace ferry::testing_util
 
