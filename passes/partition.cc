@@ -536,7 +536,7 @@ absl::StatusOr<PassStats> Partition(Program& program,
     partitions += static_cast<int64_t>(groups.tags.size());
   }
   diagnostics.SetMethod("");
-  stats.Add("partitions", partitions);
+  stats.Add(kPartitionsCounter, partitions);
   return stats;
 }
 

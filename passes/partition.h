@@ -29,9 +29,12 @@
 
 namespace ferry {
 
+// Its counter kPartitionsCounter is how many partitions (distinct tags,
+// summed over the methods) it leaves: none means no node is tagged.
 absl::StatusOr<PassStats> Partition(Program& program,
                                     const LowerOptions& options,
                                     Diagnostics& diagnostics);
+inline constexpr char kPartitionsCounter[] = "partitions";
 
 // Whether a call node's operator can be lowered into a delegate: a
 // registry operator (no schema of its own, or exactly the registry's), not

@@ -57,6 +57,14 @@ void AddArenas(const Program& program, LowerStats& stats) {
                                           arena.lower_bound});
 }
 
+// The value of `stats`' counter `name`; nullopt when it has none.
+std::optional<int64_t> CounterOf(const PassStats& stats,
+                                 std::string_view name) {
+  for (const auto& [counter, value] : stats.counters)
+    if (counter == name) return value;
+  return std::nullopt;
+}
+
 // The statistics of a lowered `program` from what place_and_copy counted as
 // it placed it (`placed`, its counters: place_and_copy.h), which no later
 // pass changes, and the arenas plan_memory left: CountStats without a walk
@@ -236,15 +244,22 @@ absl::StatusOr<LowerResult> LowerUnguarded(
   if (release_request) release_request();
   whole.reset();
 
+  // The partitions partition left: with none, no node is tagged and lower
+  // has nothing to lower, so its walk over every node is not made (a large
+  // program without delegates to form pays for no walk that finds nothing).
+  std::optional<int64_t> partitions;
   for (const auto& [name, pass] : kPasses) {
     if (keep_going && !keep_going())
       return absl::CancelledError(
           absl::StrCat("lowering stopped before ", name));
     // `pass = pass`: clang 14 (the fuzz build) cannot capture a binding.
-    absl::StatusOr<PassStats> stats = timed(name, [&, pass = pass] {
-      return pass(program, options, result.diagnostics);
-    });
+    absl::StatusOr<PassStats> stats =
+        timed(name, [&, pass = pass]() -> absl::StatusOr<PassStats> {
+          if (pass == &LowerPartitions && partitions == 0) return PassStats{};
+          return pass(program, options, result.diagnostics);
+        });
     if (!stats.ok()) return stats.status();
+    if (pass == &Partition) partitions = CounterOf(*stats, kPartitionsCounter);
     if (pass == &PlaceAndCopy) placed = *std::move(stats);
     if (result.diagnostics.HasErrors()) return finish(false);
     if (after_pass) {
