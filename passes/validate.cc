@@ -353,37 +353,52 @@ class GraphValidator {
 
   void Run() {
     sound_.assign(graph_.nodes.size(), true);
-    // The specs are checked in the walk that finds the storage roots.
-    roots_.emplace(graph_,
-                   [&](const StorageRoots&, int32_t i) { CheckSpecs(i); });
+    // One walk over the nodes, the one that finds the storage roots: each
+    // node's specs, then the node itself, which reads what comes before it
+    // only (import refuses a forward reference; Sound reads one as unsound).
+    const StorageRoots roots(graph_, [&](const StorageRoots& known, int32_t i) {
+      roots_ = &known;
+      CheckSpecs(i);
+      checked_ = i + 1;
+      CheckNode(i);
+    });
+    roots_ = &roots;
     // Placements are checked only where there are some (a request to lower
     // has none: plan_memory makes them).
     if (module_ == nullptr) CheckArenas();
-    for (int32_t i = 0; i < NodeCount(); ++i) {
-      switch (graph_.nodes[i].kind) {
-        case NodeKind::kCall:
-          CheckCall(i);
-          break;
-        case NodeKind::kDelegate:
-          CheckDelegate(i);
-          break;
-        case NodeKind::kGetItem:
-          CheckGetItem(i);
-          break;
-        case NodeKind::kInput:
-        case NodeKind::kConstant:
-          CheckProgramData(i);
-          break;
-        case NodeKind::kOutput:
-          CheckOutputs(i);
-          break;
-      }
-    }
+    roots_ = nullptr;
   }
 
  private:
   int32_t NodeCount() const {
     return static_cast<int32_t>(graph_.nodes.size());
+  }
+
+  // Whether node `node`, which node `checked_ - 1` reads, has sound specs:
+  // a node not checked yet (after its reader, or past the end) has not.
+  bool Sound(int32_t node) const {
+    return node >= 0 && node < checked_ && sound_[node];
+  }
+
+  void CheckNode(int32_t i) {
+    switch (graph_.nodes[i].kind) {
+      case NodeKind::kCall:
+        CheckCall(i);
+        break;
+      case NodeKind::kDelegate:
+        CheckDelegate(i);
+        break;
+      case NodeKind::kGetItem:
+        CheckGetItem(i);
+        break;
+      case NodeKind::kInput:
+      case NodeKind::kConstant:
+        CheckProgramData(i);
+        break;
+      case NodeKind::kOutput:
+        CheckOutputs(i);
+        break;
+    }
   }
 
   void CheckSpecs(int32_t i) {
@@ -419,9 +434,7 @@ class GraphValidator {
   bool SoundWithOperands(int32_t i) const {
     bool sound = sound_[i];
     ForEachOperand(graph_.nodes[i], [&](const ValueId& v) {
-      if (v.node < 0 || v.node >= NodeCount() || !sound_[v.node]) {
-        sound = false;
-      }
+      if (!Sound(v.node)) sound = false;
     });
     return sound;
   }
@@ -520,9 +533,7 @@ class GraphValidator {
   // when unknown (a module's user input lives in its caller's storage).
   std::optional<int64_t> RootStorageBytes(const ValueId& value) const {
     ValueId root = roots_->RootOf(value);
-    if (root.node < 0 || root.node >= NodeCount() || !sound_[root.node]) {
-      return std::nullopt;
-    }
+    if (!Sound(root.node)) return std::nullopt;
     const Node& node = graph_.nodes[root.node];
     if (node.kind == NodeKind::kConstant ||
         (node.kind == NodeKind::kInput &&
@@ -765,7 +776,7 @@ class GraphValidator {
       return;
     }
     const Node& input_node = module.graph.nodes[input];
-    if (!sound_[arg.value.node] || input_node.result != ResultKind::kTensor) {
+    if (!Sound(arg.value.node) || input_node.result != ResultKind::kTensor) {
       return;
     }
     if (!CompareDTypeAndSizes(
@@ -1042,9 +1053,10 @@ class GraphValidator {
   Device module_device_;         // where module_ runs (the host by default)
   AddressableCount* addressable_;
   std::vector<const LoweredModule*>* calls_;
-  std::optional<const StorageRoots> roots_;  // made by Run
+  const StorageRoots* roots_ = nullptr;  // during Run: nodes [0, checked_)
   std::vector<char> sound_;  // Per node: its declared specs are sound.
-  bool planned_ = false;     // Some declared spec has a memory placement.
+  int32_t checked_ = 0;   // The nodes whose specs are checked: [0, checked_).
+  bool planned_ = false;  // Some declared spec has a memory placement.
   // UserInputs of each module a delegate calls, found once per module.
   std::unordered_map<const LoweredModule*, std::vector<int32_t>> user_inputs_;
 };
