@@ -36,6 +36,15 @@ absl::StatusOr<PassStats> Partition(Program& program,
                                     Diagnostics& diagnostics);
 inline constexpr char kPartitionsCounter[] = "partitions";
 
+// Whether Partition with `options` leaves a program as it is when no node
+// of its methods carries a delegation tag or schema text of its own
+// (MethodNodesSeen, validate.h): by tag (nothing to group, no foreign schema
+// to warn of) or with no partitioner (no tag to clear) it does; by
+// capability it groups untagged nodes.
+inline bool PartitionActsOnTagsOnly(const LowerOptions& options) {
+  return options.partitioner != LowerOptions::Partitioner::kByCapability;
+}
+
 // Whether a call node's operator can be lowered into a delegate: a
 // registry operator (no schema of its own, or exactly the registry's), not
 // metadata-only, not a copy. Which backend runs it is a further question

@@ -222,8 +222,9 @@ absl::StatusOr<LowerResult> LowerUnguarded(
   // Whether the program's tensors together are addressable
   // (CheckAddressable), counted by validation.
   absl::Status addressable;
+  MethodNodesSeen seen;
   bool valid = timed(kValidateStage, [&] {
-    return ValidateProgram(program, result.diagnostics, &addressable);
+    return ValidateProgram(program, result.diagnostics, &addressable, &seen);
   });
   if (!valid) return finish(false);
   // The resource model (resource_limits.h): passes check what they would
@@ -244,10 +245,14 @@ absl::StatusOr<LowerResult> LowerUnguarded(
   if (release_request) release_request();
   whole.reset();
 
-  // The partitions partition left: with none, no node is tagged and lower
-  // has nothing to lower, so its walk over every node is not made (a large
-  // program without delegates to form pays for no walk that finds nothing).
-  std::optional<int64_t> partitions;
+  // A pass with nothing to do, by what the stages before it found, does not
+  // make its walk over every node (a large program without delegates to
+  // form pays for no walk that finds nothing): partition when no node is
+  // tagged or has a schema of its own, unless it groups by capability; lower
+  // when partition left no partition (no node is tagged).
+  const bool partition_idle =
+      !seen.tagged && !seen.own_schema && PartitionActsOnTagsOnly(options);
+  int64_t partitions = 0;
   for (const auto& [name, pass] : kPasses) {
     if (keep_going && !keep_going())
       return absl::CancelledError(
@@ -255,11 +260,13 @@ absl::StatusOr<LowerResult> LowerUnguarded(
     // `pass = pass`: clang 14 (the fuzz build) cannot capture a binding.
     absl::StatusOr<PassStats> stats =
         timed(name, [&, pass = pass]() -> absl::StatusOr<PassStats> {
+          if (pass == &Partition && partition_idle) return PassStats{};
           if (pass == &LowerPartitions && partitions == 0) return PassStats{};
           return pass(program, options, result.diagnostics);
         });
     if (!stats.ok()) return stats.status();
-    if (pass == &Partition) partitions = CounterOf(*stats, kPartitionsCounter);
+    if (pass == &Partition)
+      partitions = CounterOf(*stats, kPartitionsCounter).value_or(0);
     if (pass == &PlaceAndCopy) placed = *std::move(stats);
     if (result.diagnostics.HasErrors()) return finish(false);
     if (after_pass) {

@@ -335,18 +335,20 @@ class GraphValidator {
   // `addressable`, when given, counts every declared spec (AddressableCount,
   // for CheckAddressable's answer) in the validator's own walk over them;
   // `calls` gets the module each delegate calls, in node order (for the
-  // module call graph).
+  // module call graph); `seen`, when given, what the walk saw of the nodes.
   GraphValidator(const ProgramIndex& program, const Method& graph,
                  Diagnostics& diagnostics,
                  const LoweredModule* module = nullptr,
                  AddressableCount* addressable = nullptr,
-                 std::vector<const LoweredModule*>* calls = nullptr)
+                 std::vector<const LoweredModule*>* calls = nullptr,
+                 MethodNodesSeen* seen = nullptr)
       : program_(program),
         graph_(graph),
         diagnostics_(diagnostics),
         module_(module),
         addressable_(addressable),
-        calls_(calls) {
+        calls_(calls),
+        seen_(seen) {
     // An invalid target is reported with the module; read it as the host.
     if (module_ != nullptr) module_device_ = module_->device();
   }
@@ -381,6 +383,10 @@ class GraphValidator {
   }
 
   void CheckNode(int32_t i) {
+    if (seen_ != nullptr) {
+      seen_->tagged |= !graph_.nodes[i].delegation_tag.empty();
+      seen_->own_schema |= !graph_.nodes[i].schema_text.empty();
+    }
     switch (graph_.nodes[i].kind) {
       case NodeKind::kCall:
         CheckCall(i);
@@ -1053,6 +1059,7 @@ class GraphValidator {
   Device module_device_;         // where module_ runs (the host by default)
   AddressableCount* addressable_;
   std::vector<const LoweredModule*>* calls_;
+  MethodNodesSeen* seen_;
   const StorageRoots* roots_ = nullptr;  // during Run: nodes [0, checked_)
   std::vector<char> sound_;  // Per node: its declared specs are sound.
   int32_t checked_ = 0;   // The nodes whose specs are checked: [0, checked_).
@@ -1432,7 +1439,7 @@ class ModuleCallGraph {
 }  // namespace
 
 bool ValidateProgram(const Program& program, Diagnostics& diagnostics,
-                     absl::Status* addressable) {
+                     absl::Status* addressable, MethodNodesSeen* seen) {
   int errors_before = diagnostics.error_count();
   diagnostics.SetMethod("");
   CheckConstants(program, diagnostics);
@@ -1450,7 +1457,7 @@ bool ValidateProgram(const Program& program, Diagnostics& diagnostics,
     diagnostics.SetMethod(method.name);
     AddressableCount counted;
     GraphValidator(index, method, diagnostics, nullptr, &counted,
-                   &method_calls[k])
+                   &method_calls[k], seen)
         .Run();
     count(counted, [&](absl::string_view node) {
       return NodeSubject(method.name, node);

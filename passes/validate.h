@@ -43,11 +43,19 @@ inline constexpr int32_t kMaxModuleNesting = 64;
 // module call (recursively, once per call).
 inline constexpr int64_t kMaxInstantiatedNodes = 2'000'000;
 
+// What validation's walk saw of the methods' nodes (not the modules'): what
+// tells the pipeline that partition has nothing to do (partition.h).
+struct MethodNodesSeen {
+  bool tagged = false;      // a node carries a delegation tag
+  bool own_schema = false;  // a node carries schema text of its own
+};
+
 // Returns true when no error was added. Then `addressable`, when given, is
 // CheckAddressable(program) (resource_limits.h), counted in validation's
-// own walk over the specs.
+// own walk over the specs, and `seen`, when given, is what the walk saw.
 bool ValidateProgram(const Program& program, Diagnostics& diagnostics,
-                     absl::Status* addressable = nullptr);
+                     absl::Status* addressable = nullptr,
+                     MethodNodesSeen* seen = nullptr);
 
 // Only the module call graph checks (cycles, nesting, expansion), which the
 // runtime repeats before it instantiates anything: it can be handed programs

@@ -51,6 +51,44 @@ TEST(PipelineTest, PassNamesAreTheStagesALoweringReports) {
                                       "plan_memory"}));
 }
 
+// Partition and lower are not run where validation found nothing for them:
+// no node tagged and none with a schema of its own. Each condition alone
+// keeps partition's work: a node with another schema for a registered name
+// is warned of (by tag, the default partitioner), and a tagged node lowered.
+TEST(PipelineTest, PartitionRunsWhereANodeHasATagOrASchemaOfItsOwn) {
+  auto lower = [](const std::string& nodes) {
+    v1::LowerRequest request;
+    EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(
+        "program {" + MethodText("f", Input("a") + nodes) +
+            "} options { partitioner { tag_targets { key: 'd0' value: "
+            "'cuda:0' } } }",
+        &request));
+    absl::StatusOr<LowerResult> result = Lower(request);
+    EXPECT_TRUE(result.ok()) << result.status();
+    EXPECT_TRUE(result->ok) << FormatDiagnosticsText(result->diagnostics, "f");
+    return *std::move(result);
+  };
+  auto warned = [](const LowerResult& result) {
+    int warnings = 0;
+    for (const Diagnostic& d : result.diagnostics.items())
+      warnings += d.code == codes::kSchemaDiffersFromRegistry;
+    return warnings;
+  };
+  const LowerResult plain =
+      lower(Call("t", "aten::sin", {"a"}) + Output({"t"}));
+  EXPECT_EQ(warned(plain), 0);
+  EXPECT_EQ(plain.stats.delegates, 0);
+  const LowerResult own_schema = lower(
+      "nodes { name: 't' call { op: 'aten::sin' args { value: 'a' } "
+      "args { int_value: 2 } schema: 'aten::sin(Tensor self, int k) -> "
+      "Tensor' } tensor { dtype: F32 sizes: 4 sizes: 4 } }\n" +
+      Output({"t"}));
+  EXPECT_EQ(warned(own_schema), 1);
+  const LowerResult tagged =
+      lower(Call("t", "aten::sin", {"a"}, "d0") + Output({"t"}));
+  EXPECT_EQ(tagged.stats.delegates, 1);
+}
+
 // A delegate reads the parameter x, which is copied to the device on every
 // call: place_and_copy warns, a diagnostic made after the request was
 // released, on a node with a source.
