@@ -35,12 +35,14 @@
 // (1) StripCopies removes the copies of an earlier run; (2) AssignHomes
 // finds where each storage starts, in the walk that finds the storage roots
 // (which also shows whether (1) is needed): the Homes; (3) CoherenceWalk
-// rewrites operands and records the copies to make: the Walked copies and where
-// they go; the safety policy is stated there, where it is enforced; (4)
-// Assemble labels every value's device and builds the placed node list in one
-// walk, each node moved once and each copy made in its place (H2D before its
-// first reader, D2H after its source). Without device memory planning,
-// LabelOnly replaces (2)-(4).
+// decides what each operand reads and records the copies to make: the
+// Walked operands, copies and where they go; the safety policy is stated
+// there, where it is enforced. Without skip_h2d, (3) is made in (2)'s walk,
+// node by node. (4) Assemble labels every value's device and builds the
+// placed node list in one walk, each node moved once with its operands set
+// to what (3) read, and each copy made in its place (H2D before its first
+// reader, D2H after its source). Without device memory planning, LabelOnly
+// replaces (2)-(4).
 //
 // Cost: linear in the nodes. The walk's state is per value, in arrays
 // indexed by ValueSlots (graph.h), not in maps; a copy is a small record
@@ -134,22 +136,6 @@ bool IsDeviceResident(const Method& method, ValueId v) {
   const Node& node = method.nodes[v.node];
   return node.kind == NodeKind::kDelegate || node.kind == NodeKind::kGetItem ||
          node.kind == NodeKind::kInput;
-}
-
-// Rewrites every operand of `node` to `fn(operand)`, stopping at the first
-// internal error.
-template <typename Fn>
-absl::Status RewriteOperands(Node& node, Fn&& fn) {
-  absl::Status status;
-  ForEachOperandMutable(node, [&](ValueId& v) {
-    if (!status.ok()) return;
-    absl::StatusOr<ValueId> rewritten = fn(v);
-    if (rewritten.ok())
-      v = *rewritten;
-    else
-      status = rewritten.status();
-  });
-  return status;
 }
 
 // Phase 1: readers of a copy read its source again; copies disappear.
@@ -284,7 +270,8 @@ class AssignHomes {
 
   // Whether the method has copies of an earlier run.
   bool has_copies() const { return has_copies_; }
-  Homes Finish() && { return std::move(homes_); }
+  // The homes of the values of the nodes visited so far.
+  const Homes& homes() const { return homes_; }
 
  private:
   const ProgramIndex& program_;
@@ -307,8 +294,14 @@ struct PlannedCopy {
   int32_t anchor = -1;
 };
 
-// What phase 3 hands to phase 4: the copies, in the order they were made.
+// What phase 3 hands to phase 4: the copies, in the order they were made,
+// and every operand of every node as it is to be read, in node order (as
+// ForEachOperand lists them): the walk records its rewrites here rather than
+// in the nodes, which phase 4 renumbers anyway, so a walk stopped part way
+// (a method with copies of an earlier run: PlaceMethod) has changed nothing.
 struct Walked {
+  std::vector<ValueId> operands;  // tokens
+  bool rewrote = false;           // whether an operand differs from the node's
   std::vector<PlannedCopy> copies;
   // names[k]: copy k's name (a deque: names stay in place, so the walk's
   // set of taken names can refer to them).
@@ -368,33 +361,46 @@ struct Tally {
 // refused, not copied.
 class CoherenceWalk {
  public:
-  CoherenceWalk(Method& method, const StorageRoots& roots,
-                const ValueSlots& slots, const Homes& homes,
-                const WalkOptions& options, Diagnostics& diagnostics)
+  // `homes` may still be in the making (AssignHomes), as long as each node's
+  // operands have theirs when it is visited.
+  CoherenceWalk(const Method& method, const ValueSlots& slots,
+                const Homes& homes, const WalkOptions& options,
+                Diagnostics& diagnostics)
       : method_(method),
-        roots_(roots),
         slots_(slots),
         homes_(homes),
         options_(options),
         diagnostics_(diagnostics),
-        n_(static_cast<int32_t>(method.nodes.size())),
-        version_(slots.size(), 0),
-        host_copy_(slots.size()),
-        first_device_copy_(slots.size(), -1),
-        whole_(slots.size(), -1) {
-    // Room for a copy per node: more than most methods make (a large
-    // vector's untouched room is address space only), so that the lists
-    // rarely grow and move.
+        n_(static_cast<int32_t>(method.nodes.size())) {
+    // Room for a copy per node, a few values and operands per node: more
+    // than most methods need (a large vector's untouched room is address
+    // space only), so that the lists rarely grow and move.
     walked_.copies.reserve(n_);
+    walked_.operands.reserve(2 * n_);
     device_copies_.reserve(n_);
+    version_.reserve(2 * n_);
+    host_copy_.reserve(2 * n_);
+    first_device_copy_.reserve(2 * n_);
+    whole_.reserve(2 * n_);
   }
 
-  absl::StatusOr<Walked> Run() {
-    for (int32_t i = 0; i < n_; ++i) {
-      PrefetchOperands(method_.nodes, i + kOperandsAhead, /*for_write=*/true);
-      NoteTakenNames(i + 1);  // while the node is at hand
-      if (absl::Status visited = Visit(i); !visited.ok()) return visited;
-    }
+  // Node i, the next, with `roots` known up to it (StorageRoots' visit, or
+  // a walk of its own once the roots are known).
+  absl::Status Visit(const StorageRoots& roots, int32_t i) {
+    roots_ = &roots;
+    // Node i's values, numbered by the walk that finds the roots: not
+    // written, copied or sized up yet.
+    slots_.Cover(version_, 0);
+    slots_.Cover(host_copy_, ValueId{});
+    slots_.Cover(first_device_copy_, -1);
+    slots_.Cover(whole_, int8_t{-1});
+    PrefetchOperands(method_.nodes, i + kOperandsAhead);
+    NoteTakenNames(i + 1);  // while the node is at hand
+    return VisitNode(i);
+  }
+
+  // The walk's result, once every node has been visited.
+  Walked Finish() && {
     ResolveNames();
     return std::move(walked_);
   }
@@ -411,7 +417,7 @@ class CoherenceWalk {
   bool IsWhole(ValueId v, ValueId root) const {
     if (v == root) return true;
     int8_t& whole = whole_[slots_.Of(v)];
-    if (whole < 0) whole = Canonical(method_, roots_, v) == root;
+    if (whole < 0) whole = Canonical(method_, *roots_, v) == root;
     return whole;
   }
   // The device original standing for `v` where it lives: `v` itself, or the
@@ -423,43 +429,62 @@ class CoherenceWalk {
   // --- Visiting readers
   // --------------------------------------------------------
 
-  absl::Status Visit(int32_t i) {
-    Node& node = method_.nodes[i];
+  absl::Status VisitNode(int32_t i) {
+    const Node& node = method_.nodes[i];
     switch (node.kind) {
       case NodeKind::kInput:
       case NodeKind::kConstant:
-        return absl::OkStatus();  // reads nothing
+        return Read(node, Kept);  // reads nothing
       case NodeKind::kGetItem:
-        return absl::OkStatus();  // an alias of its tuple element, not a read
+        return Read(node, Kept);  // an alias of its tuple element, not a read
       case NodeKind::kCall: {
         // A metadata-only operator reads sizes, never data: it takes its
         // operand wherever it is.
-        if (roots_.IsMetadataOnly(i)) return absl::OkStatus();
+        if (roots_->IsMetadataOnly(i)) return Read(node, Kept);
         if (absl::Status read =
-                RewriteOperands(node, [&](ValueId v) { return HostValue(v); });
+                Read(node, [&](ValueId v) { return HostValue(v); });
             !read.ok())
           return read;
-        for (const ValueId& written : roots_.WrittenBy(i)) Write(written, i);
+        for (const ValueId& written : roots_->WrittenBy(i)) Write(written, i);
         return absl::OkStatus();
       }
       case NodeKind::kDelegate: {
         const Device d = homes_.runs_on[i];
-        return RewriteOperands(node, [&](ValueId v) {
+        return Read(node, [&](ValueId v) {
           return d.is_host() ? HostValue(v) : DeviceValue(v, d, i);
         });
       }
       case NodeKind::kOutput:
-        return RewriteOperands(node,
-                               [&](ValueId v) { return OutputValue(v, i); });
+        return Read(node, [&](ValueId v) { return OutputValue(v, i); });
     }
     FERRY_RET_CHECK(false && "unknown node kind");
     return absl::OkStatus();
   }
 
+  // Records every operand of `node` as `fn(operand)` reads it, stopping at
+  // the first internal error.
+  template <typename Fn>
+  absl::Status Read(const Node& node, Fn&& fn) {
+    absl::Status status;
+    ForEachOperand(node, [&](const ValueId& v) {
+      if (!status.ok()) return;
+      absl::StatusOr<ValueId> read = fn(v);
+      if (!read.ok()) {
+        status = read.status();
+        return;
+      }
+      walked_.operands.push_back(*read);
+      walked_.rewrote |= *read != v;
+    });
+    return status;
+  }
+  // An operand read as it is.
+  static absl::StatusOr<ValueId> Kept(ValueId v) { return v; }
+
   // The value to read for `v` on the host.
   absl::StatusOr<ValueId> HostValue(ValueId v) {
     if (!NeedsHostCopy(v)) return v;
-    const ValueId root = roots_.RootOf(v);
+    const ValueId root = roots_->RootOf(v);
     // Shared: the host copy of a storage stays valid (the policy above).
     if (const ValueId shared = host_copy_[slots_.Of(root)]; shared.valid())
       return shared;
@@ -469,7 +494,7 @@ class CoherenceWalk {
   // The value to read for `v` on device `d`, for reader `reader`.
   absl::StatusOr<ValueId> DeviceValue(ValueId v, Device d, int32_t reader) {
     if (!method_.Spec(v)) return v;  // a scalar lives nowhere in particular
-    const ValueId root = roots_.RootOf(v);
+    const ValueId root = roots_->RootOf(v);
     if (!NeedsDeviceCopy(v, d)) return Resident(v, root);
     const ValueId canonical = IsWhole(v, root) ? root : v;
     const int32_t version = Version(root);
@@ -494,7 +519,7 @@ class CoherenceWalk {
   // the device original when nothing wrote it on the host.
   absl::StatusOr<ValueId> OutputValue(ValueId v, int32_t output) {
     if (!ReturnsDeviceOriginal(v)) return HostValue(v);
-    const ValueId root = roots_.RootOf(v);
+    const ValueId root = roots_->RootOf(v);
     if (Version(root) == 0) return Resident(v, root);
     // Written on the host: return the host copy, after the write.
     WarnOutputFromHost(v, output);
@@ -507,7 +532,7 @@ class CoherenceWalk {
   // Whether a host reader of `v` needs a D2H copy.
   bool NeedsHostCopy(ValueId v) const {
     if (!method_.Spec(v)) return false;  // a scalar lives nowhere in particular
-    const ValueId root = roots_.RootOf(v);
+    const ValueId root = roots_->RootOf(v);
     if (homes_.Of(root).is_host()) return false;  // host storage: read in place
     // A view with a layout of its own is the result of a host call, which
     // read (and so aliases) the host copy of its storage.
@@ -531,13 +556,13 @@ class CoherenceWalk {
   // stands for its whole storage, which lives on `d` and no host call has
   // written since.
   bool NeedsDeviceCopy(ValueId v, Device d) const {
-    const ValueId root = roots_.RootOf(v);
+    const ValueId root = roots_->RootOf(v);
     return !(IsWhole(v, root) && homes_.Of(root) == d && Version(root) == 0);
   }
   // x_to_cuda0 = _h2d_copy(x) (x_to_cuda0_v1 after a host write), right
   // before `reader`, from the host value of `v`.
   absl::StatusOr<ValueId> MakeDeviceCopy(ValueId v, Device d, int32_t reader) {
-    const ValueId root = roots_.RootOf(v);
+    const ValueId root = roots_->RootOf(v);
     const int32_t version = Version(root);
     absl::StatusOr<ValueId> source = HostValue(v);
     if (!source.ok()) return source.status();
@@ -584,7 +609,7 @@ class CoherenceWalk {
   // the host.
   bool ReturnsDeviceOriginal(ValueId v) const {
     if (!method_.Spec(v) || !options_.skip_d2h) return false;
-    const ValueId root = roots_.RootOf(v);
+    const ValueId root = roots_->RootOf(v);
     return !homes_.Of(root).is_host() && IsWhole(v, root);
   }
 
@@ -725,7 +750,7 @@ class CoherenceWalk {
 
   // A host write of `written` by `writer`: a new version of its storage.
   void Write(ValueId written, int32_t writer) {
-    ValueId root = roots_.RootOf(written);
+    ValueId root = roots_->RootOf(written);
     if (IsDeviceInput(root)) {
       diagnostics_.Error(
           codes::kInputWrittenOnHost,
@@ -790,8 +815,8 @@ class CoherenceWalk {
     int32_t next;  // the value's next entry, or -1
   };
 
-  Method& method_;
-  const StorageRoots& roots_;
+  const Method& method_;
+  const StorageRoots* roots_ = nullptr;  // the visit's: nodes [0, i]
   const ValueSlots& slots_;
   const Homes& homes_;
   const WalkOptions& options_;
@@ -835,8 +860,17 @@ class Assemble {
 
   absl::Status Run(Walked walked) {
     const int32_t n = static_cast<int32_t>(method_.nodes.size());
-    if (walked.copies.empty()) {  // nothing to lay out
-      for (int32_t i = 0; i < n; ++i) LabelNode(i);
+    if (walked.copies.empty()) {  // nothing to lay out: nodes stay in place
+      size_t next = 0;            // node i's first operand in walked.operands
+      for (int32_t i = 0; i < n; ++i) {
+        LabelNode(i);
+        if (!walked.rewrote) continue;
+        ForEachOperandMutable(method_.nodes[i], [&](ValueId& v) {
+          if (next < walked.operands.size()) v = walked.operands[next];
+          ++next;
+        });
+      }
+      FERRY_RET_CHECK(!walked.rewrote || next == walked.operands.size());
       return absl::OkStatus();
     }
     h2d_op_ = LookupOp(kH2DCopyOp);
@@ -889,6 +923,8 @@ class Assemble {
     // move.
     std::vector<Node>& nodes = method_.nodes;
     nodes.resize(n + count);
+    // Where node i's operands end in walked.operands (back to front).
+    size_t operands_end = walked.operands.size();
     for (int32_t i = n - 1; i >= 0; --i) {
       // The node's operands and its place, ahead: the array is walked back
       // to front, and a node's place is not the node's own slot.
@@ -898,7 +934,9 @@ class Assemble {
       LabelNode(i);  // while the node is at hand
       const int32_t to = final_index_[i];
       if (to != i) MoveInto(nodes[to], nodes[i]);
-      if (absl::Status renumbered = Renumber(nodes[to], to); !renumbered.ok())
+      if (absl::Status renumbered =
+              Renumber(nodes[to], to, walked.operands, operands_end);
+          !renumbered.ok())
         return renumbered;
       // Its copies: group[start[i] .. start[i + 1]).
       auto place = [&](const std::vector<int32_t>& group,
@@ -915,6 +953,7 @@ class Assemble {
       if (absl::Status placed = place(h2ds, h2d_start); !placed.ok())
         return placed;
     }
+    FERRY_RET_CHECK(operands_end == 0);  // every token read
     return absl::OkStatus();
   }
 
@@ -951,10 +990,20 @@ class Assemble {
     std::construct_at(&slot, std::move(from));
   }
 
-  // Points the operands (tokens) of `node`, placed at `at`, at their places.
-  absl::Status Renumber(Node& node, int32_t at) {
+  // Points the operands of `node`, placed at `at`, at the places of the
+  // tokens the walk read for them: those of `operands` that end at `end`
+  // (the nodes come back to front, so `end` then moves to where they
+  // start).
+  absl::Status Renumber(Node& node, int32_t at,
+                        const std::vector<ValueId>& operands, size_t& end) {
+    size_t count = 0;
+    ForEachOperand(node, [&](const ValueId&) { ++count; });
+    FERRY_RET_CHECK(count <= end);  // one token per operand
+    end -= count;
+    size_t next = end;
     bool before = true;
     ForEachOperandMutable(node, [&](ValueId& v) {
+      v = operands[next++];
       v.node = final_index_[v.node];
       before &= v.node >= 0 && v.node < at;
     });
@@ -1041,25 +1090,38 @@ absl::Status LabelOnly(const ProgramIndex& program, Method& method,
 
 // Phases 1-4 for one method. Phase 1 is made only when the walk of
 // phase 2 finds copies, which a method lowered before has: then that walk
-// is made again, on the method without them.
+// is made again, on the method without them. Without skip_h2d every value's
+// home is known where it is defined, before its readers, so the coherence
+// walk (phase 3) is made in that same walk, node by node, up to a copy of
+// an earlier run (it changes nothing in the method: Walked). With it, an
+// input's home is the device of its first device reader, which a host
+// reader before that one must already know: phase 3 is then a walk of its
+// own.
 absl::Status PlaceMethod(const ProgramIndex& index, Method& method,
                          const WalkOptions& options, Diagnostics& diagnostics,
                          Tally& tally, bool stripped = false) {
   ValueSlots slots;
   AssignHomes assign(index, method, slots, options);
+  CoherenceWalk walk(method, slots, assign.homes(), options, diagnostics);
+  const bool one_walk = !options.skip_h2d;
+  absl::Status walked;
   const StorageRoots roots(
-      method, slots,
-      [&](const StorageRoots& known, int32_t i) { assign.Visit(known, i); });
+      method, slots, [&](const StorageRoots& known, int32_t i) {
+        assign.Visit(known, i);
+        const bool strip = assign.has_copies() && !stripped;
+        if (one_walk && !strip && walked.ok()) walked = walk.Visit(known, i);
+      });
   if (assign.has_copies() && !stripped) {
     if (absl::Status strip = StripCopies(method); !strip.ok()) return strip;
     return PlaceMethod(index, method, options, diagnostics, tally,
                        /*stripped=*/true);
   }
-  const Homes homes = std::move(assign).Finish();
-  absl::StatusOr<Walked> walked =
-      CoherenceWalk(method, roots, slots, homes, options, diagnostics).Run();
-  if (!walked.ok()) return walked.status();
-  return Assemble(method, roots, homes, tally).Run(*std::move(walked));
+  const int32_t n = static_cast<int32_t>(method.nodes.size());
+  for (int32_t i = 0; !one_walk && walked.ok() && i < n; ++i)
+    walked = walk.Visit(roots, i);
+  if (!walked.ok()) return walked;
+  return Assemble(method, roots, assign.homes(), tally)
+      .Run(std::move(walk).Finish());
 }
 
 }  // namespace
