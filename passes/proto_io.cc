@@ -616,7 +616,7 @@ class MethodImporter {
         // refused): its target points at the registry's name when it is
         // that name exactly.
         const OpInfo* registered =
-            p.call().schema().empty() ? LookupOp(p.call().op()) : nullptr;
+            p.call().schema().empty() ? Operator(p.call().op()) : nullptr;
         if (registered != nullptr && registered->name == p.call().op())
           n.target = TargetString::Lasting(registered->name);
         else
@@ -737,9 +737,25 @@ class MethodImporter {
           "add an output node as the last node");
   }
 
+  // LookupOp(op), asked of the operators met last first: a program calls a
+  // few operators many times, and comparing a name with a few is cheaper
+  // than hashing it into the registry.
+  const OpInfo* Operator(std::string_view op) {
+    for (const OpInfo* met : recent_ops_)
+      if (met != nullptr && met->name == op) return met;
+    const OpInfo* info = LookupOp(op);
+    if (info != nullptr && info->name == op) {
+      recent_ops_[next_recent_op_] = info;
+      next_recent_op_ = (next_recent_op_ + 1) % recent_ops_.size();
+    }
+    return info;
+  }
+
   const ProgramIndex& modules_;  // modules and constants are imported first
   Diagnostics& diagnostics_;
   SpecImporter specs_;
+  std::array<const OpInfo*, 8> recent_ops_ = {};  // Operator's
+  size_t next_recent_op_ = 0;
   NameSuggester& suggester_;  // shared by every method of the program
   // The names of the method being imported, for NamesBefore.
   std::function<std::string_view(int32_t)> name_of_;
