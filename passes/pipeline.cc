@@ -45,10 +45,6 @@ LoweredWith RecordedOptions(const LowerOptions& options,
   return with;
 }
 
-}  // namespace
-
-namespace {
-
 // The arenas of every method, in method order.
 void AddArenas(const Program& program, LowerStats& stats) {
   for (const Method& method : program.methods)
