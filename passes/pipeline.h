@@ -114,7 +114,9 @@ absl::StatusOr<LowerResult> LowerWire(
 // reports each of them once (GetCapabilities lists them).
 std::vector<std::string> PipelinePassNames();
 
-// Counts the copies and delegates of an already lowered program.
+// Counts the copies and delegates of an already lowered program. (Lower's
+// own statistics are place_and_copy's counts, made as it places the copies;
+// the tests check that both agree.)
 LowerStats CountStats(const Program& program);
 
 // The `--report=json` object is ReportJson(LowerReportToProto(result))
