@@ -31,6 +31,20 @@ std::span<const FamilyKernel> AttentionKernels();  // embedding_attention.cc
 // All of them.
 std::vector<std::span<const FamilyKernel>> FamilyKernelTables();
 
+// A convolution builds and multiplies its im2col matrix a band of output
+// rows at a time, of about this many bytes (nn_conv.cc: one core's L2
+// cache). While one of these lives, the bands are of `bytes` instead: tests
+// give 1, for bands of one output row.
+class ConvolutionBandBytesForTesting {
+ public:
+  explicit ConvolutionBandBytesForTesting(int64_t bytes);
+  ~ConvolutionBandBytesForTesting();
+  ConvolutionBandBytesForTesting(const ConvolutionBandBytesForTesting&) =
+      delete;
+  ConvolutionBandBytesForTesting& operator=(
+      const ConvolutionBandBytesForTesting&) = delete;
+};
+
 // Runs kKernel on temporaries when an output overlaps an input (any overlap
 // for non-elementwise kernels; for elementwise ones, anything but the same
 // view), then scatters the temporaries into the outputs.

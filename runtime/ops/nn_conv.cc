@@ -7,22 +7,25 @@
 //    a direct loop per plane whose inner loop runs over output columns
 //    (vectorises for stride 1);
 //  - otherwise im2col of each group ([C/g * KH * KW, OH * OW]; skipped for
-//    1x1 kernels with stride 1 and no padding) and one BLAS product per
-//    batch element and group: out[F/g, OH*OW] = W[F/g, K] @ col[K, OH*OW],
-//    with the bias as its initial value. An im2col row is copied in one
-//    piece when the output rows are the input's rows shifted (stride 1,
-//    OW == W: Im2ColShiftedRow), else output row by output row, stride-2
-//    columns by vector shuffles.
-// The im2col matrix is a per-thread scratch buffer reused from call to call
-// (resnet18's first convolution needs 7 MiB; fresh memory costs a page fault
-// per 4 KiB), given back after a call that needed more than
-// kKeptColumnBytes. Other dtype mixes (integers, mixed precision) use the
-// generic double-accumulating loop of host_kernels_linalg.cc
-// (ConvolutionLoopKernel). Checks the thread's CancelToken once per row of
-// im2col and after each BLAS product.
+//    1x1 kernels with stride 1 and no padding) and BLAS products per batch
+//    element and group: out[F/g, OH*OW] = W[F/g, K] @ col[K, OH*OW], with
+//    the bias as its initial value. The im2col matrix is made and multiplied
+//    a band of output rows at a time (about kBandBytes of it, so that BLAS
+//    reads it from cache), the band's columns of `out` at once. An im2col
+//    row is copied in one piece when the output rows are the input's rows
+//    shifted (stride 1, OW == W: Im2ColShiftedRow), else output row by
+//    output row, stride-2 columns by vector shuffles.
+// The band is a per-thread scratch buffer reused from call to call (fresh
+// memory costs a page fault per page: resnet18's first convolution would
+// need 7 MiB whole), given back after a call that needed more than
+// kKeptColumnBytes (a band of one row that large). Other dtype mixes (integers,
+// mixed precision) use the generic double-accumulating loop of
+// host_kernels_linalg.cc (ConvolutionLoopKernel). Checks the thread's
+// CancelToken once per row of im2col and after each BLAS product.
 #include <cblas.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "runtime/absl_compat.h"
@@ -39,15 +42,23 @@ struct ConvGeometry {
   int64_t groups;
 };
 
+// The output rows [first, last) whose im2col columns are built and
+// multiplied at once.
+struct Band {
+  int64_t first = 0, last = 0;
+  int64_t size() const { return last - first; }
+};
+
+// c[m, n] (rows `ldc` apart) = a[m, k] @ b[k, n] + beta * c.
 void Gemm(const float* a, const float* b, float* c, int64_t m, int64_t n,
-          int64_t k, float beta) {
+          int64_t k, float beta, int64_t ldc) {
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k, b,
-              n, beta, c, n);
+              n, beta, c, ldc);
 }
 void Gemm(const double* a, const double* b, double* c, int64_t m, int64_t n,
-          int64_t k, double beta) {
+          int64_t k, double beta, int64_t ldc) {
   cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0, a, k, b,
-              n, beta, c, n);
+              n, beta, c, ldc);
 }
 
 // The output columns [lo, hi) whose input column ow*s - p + kw*d is inside
@@ -79,12 +90,12 @@ template <int kStride, typename T>
 // by output row, the columns [lo, hi) copied and the rest zero.
 template <typename T>
 void Im2ColRow(const ConvGeometry& g, const T* plane, int64_t kh, int64_t kw,
-               T* row) {
+               const Band& band, T* row) {
   int64_t lo, hi;
   ValidColumns(g.OW, g.W, g.sw, g.pw, kw * g.dw, lo, hi);
   const int64_t shift = kw * g.dw - g.pw;
-  for (int64_t oh = 0; oh < g.OH; ++oh) {
-    T* dst = row + oh * g.OW;
+  for (int64_t oh = band.first; oh < band.last; ++oh) {
+    T* dst = row + (oh - band.first) * g.OW;
     const int64_t h = oh * g.sh - g.ph + kh * g.dh;
     if (h < 0 || h >= g.H) {
       std::fill(dst, dst + g.OW, T(0));
@@ -113,51 +124,54 @@ void Im2ColRow(const ConvGeometry& g, const T* plane, int64_t kh, int64_t kw,
 // cost.
 template <typename T>
 void Im2ColShiftedRow(const ConvGeometry& g, const T* plane, int64_t kh,
-                      int64_t kw, T* row) {
+                      int64_t kw, const Band& band, T* row) {
   int64_t lo, hi;
   ValidColumns(g.OW, g.W, 1, g.pw, kw * g.dw, lo, hi);
-  // Output rows oh with input row h = oh - ph + kh*dh inside [0, H).
+  // Output rows oh of the band with input row h = oh - ph + kh*dh inside
+  // [0, H); output row oh starts at at(oh).
   const int64_t dh = kh * g.dh - g.ph;
-  const int64_t first = std::clamp<int64_t>(-dh, 0, g.OH);
-  const int64_t last = std::clamp<int64_t>(g.H - dh, first, g.OH);
-  std::fill(row, row + first * g.OW, T(0));
-  std::fill(row + last * g.OW, row + g.OH * g.OW, T(0));
+  const int64_t first = std::clamp<int64_t>(-dh, band.first, band.last);
+  const int64_t last = std::clamp<int64_t>(g.H - dh, first, band.last);
+  auto at = [&](int64_t oh) { return row + (oh - band.first) * g.OW; };
+  std::fill(at(band.first), at(first), T(0));
+  std::fill(at(last), at(band.last), T(0));
   if (first == last) return;
   if (lo >= hi) {
-    std::fill(row + first * g.OW, row + last * g.OW, T(0));
+    std::fill(at(first), at(last), T(0));
     return;
   }
   // dst[oh*OW + ow] = plane[(oh + dh)*W + ow + shift] for ow in [lo, hi);
   // with OW == W that is one span from the first row's lo to the last's hi.
   const int64_t shift = kw * g.dw - g.pw;
-  T* dst = row + first * g.OW + lo;
+  T* dst = at(first) + lo;
   const T* src = plane + (first + dh) * g.W + lo + shift;
   std::memcpy(dst, src, ((last - first - 1) * g.OW + (hi - lo)) * sizeof(T));
   // Column by column, down the rows: a row has only a few such columns, and
   // a loop per row would become a memset call per row.
   auto zero_column = [&](int64_t ow) {
-    for (int64_t oh = first; oh < last; ++oh) row[oh * g.OW + ow] = T(0);
+    for (int64_t oh = first; oh < last; ++oh) at(oh)[ow] = T(0);
   };
   for (int64_t ow = 0; ow < lo; ++ow) zero_column(ow);
   for (int64_t ow = hi; ow < g.OW; ++ow) zero_column(ow);
 }
 
-// in: one group's [CG, H, W]; col: [CG*KH*KW, OH*OW]. False when stopped.
+// in: one group's [CG, H, W]; col: the band's columns of the im2col
+// matrix, [CG*KH*KW, band.size() * OW]. False when stopped.
 template <typename T>
-bool Im2Col(const ConvGeometry& g, const T* in, T* col) {
-  const int64_t ohw = g.OH * g.OW;
+bool Im2Col(const ConvGeometry& g, const T* in, const Band& band, T* col) {
+  const int64_t columns = band.size() * g.OW;
   const bool shifted = g.sh == 1 && g.sw == 1 && g.OW == g.W;
   for (int64_t c = 0; c < g.CG; ++c) {
     const T* plane = in + c * g.H * g.W;
     for (int64_t kh = 0; kh < g.KH; ++kh) {
       for (int64_t kw = 0; kw < g.KW; ++kw) {
-        T* row = col + ((c * g.KH + kh) * g.KW + kw) * ohw;
+        T* row = col + ((c * g.KH + kh) * g.KW + kw) * columns;
         if (shifted) {
-          Im2ColShiftedRow(g, plane, kh, kw, row);
+          Im2ColShiftedRow(g, plane, kh, kw, band, row);
         } else {
-          Im2ColRow(g, plane, kh, kw, row);
+          Im2ColRow(g, plane, kh, kw, band, row);
         }
-        if (StopTick(ohw)) return false;
+        if (StopTick(columns)) return false;
       }
     }
   }
@@ -191,6 +205,15 @@ void DepthwisePlane(const ConvGeometry& g, const T* in, const T* w, T bias,
 
 // Scratch memory kept by a thread between calls; more is freed after use.
 constexpr size_t kKeptColumnBytes = size_t{64} << 20;
+
+// The im2col matrix is built and multiplied a band of output rows at a
+// time, about this many bytes of it: one core's L2 cache on the machines
+// measured, so that BLAS packs it from there. (resnet18 on one thread: 1 MiB
+// bands beat 256 KiB, 512 KiB, 2 MiB and the whole matrix;
+// docs/performance.md, twenty-sixth round.)
+constexpr int64_t kBandBytes = int64_t{1} << 20;
+// kBandBytes, or what a test set (ConvolutionBandBytesForTesting).
+std::atomic<int64_t> band_bytes{kBandBytes};
 
 // This thread's im2col buffer of `elements` T (contents unspecified),
 // trimmed back when the holder goes out of scope.
@@ -235,7 +258,12 @@ absl::Status Convolve(const KernelCall& call, const ConvGeometry& g,
   const bool depthwise = g.CG == 1 && fg == 1;
   const bool pointwise = g.KH == 1 && g.KW == 1 && g.sh == 1 && g.sw == 1 &&
                          g.ph == 0 && g.pw == 0 && g.OH == g.H && g.OW == g.W;
-  ColumnScratch<T> col(depthwise || pointwise ? 0 : k * ohw);
+  // Output rows per band: about band_bytes of im2col matrix, at least one.
+  const int64_t band_rows = std::clamp<int64_t>(
+      band_bytes.load(std::memory_order_relaxed) /
+          std::max<int64_t>(k * g.OW * int64_t{sizeof(T)}, 1),
+      1, g.OH);
+  ColumnScratch<T> col(depthwise || pointwise ? 0 : k * band_rows * g.OW);
   for (int64_t n = 0; n < g.N; ++n) {
     const T* xn = x + n * g.C * g.H * g.W;
     T* yn = y + n * g.F * ohw;
@@ -250,19 +278,26 @@ absl::Status Convolve(const KernelCall& call, const ConvGeometry& g,
     for (int64_t grp = 0; grp < g.groups; ++grp) {
       const T* xg = xn + grp * g.CG * g.H * g.W;
       T* yg = yn + grp * fg * ohw;
-      const T* cols = xg;
-      if (!pointwise) {
-        if (!Im2Col<T>(g, xg, col.data())) return absl::OkStatus();
-        cols = col.data();
-      }
       T beta = 0;
       if (b) {
         for (int64_t f = 0; f < fg; ++f)
           std::fill(yg + f * ohw, yg + (f + 1) * ohw, b[grp * fg + f]);
         beta = 1;
       }
-      Gemm(w + grp * fg * k, cols, yg, fg, ohw, k, beta);
-      if (StopTick(fg * ohw * k)) return absl::OkStatus();
+      const T* wg = w + grp * fg * k;
+      if (pointwise) {
+        Gemm(wg, xg, yg, fg, ohw, k, beta, ohw);
+        if (StopTick(fg * ohw * k)) return absl::OkStatus();
+        continue;
+      }
+      for (Band band{0, band_rows}; band.first < g.OH;
+           band = {band.last, band.last + band_rows}) {
+        band.last = std::min(band.last, g.OH);
+        if (!Im2Col<T>(g, xg, band, col.data())) return absl::OkStatus();
+        const int64_t columns = band.size() * g.OW;
+        Gemm(wg, col.data(), yg + band.first * g.OW, fg, columns, k, beta, ohw);
+        if (StopTick(fg * columns * k)) return absl::OkStatus();
+      }
     }
   }
   if (!out_store.empty()) StoreDense<T>(out_store.data(), out);
@@ -339,5 +374,12 @@ const FamilyKernel kConv[] = {
 }  // namespace
 
 std::span<const FamilyKernel> ConvKernels() { return kConv; }
+
+ConvolutionBandBytesForTesting::ConvolutionBandBytesForTesting(int64_t bytes) {
+  band_bytes.store(bytes, std::memory_order_relaxed);
+}
+ConvolutionBandBytesForTesting::~ConvolutionBandBytesForTesting() {
+  band_bytes.store(kBandBytes, std::memory_order_relaxed);
+}
 
 }  // namespace ferry::host

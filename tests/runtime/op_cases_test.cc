@@ -18,6 +18,7 @@
 
 #include "gtest/gtest.h"
 #include "runtime/host_kernels.h"
+#include "runtime/ops/family.h"
 #include "tests/runtime/test_util.h"
 #include "tests/support/values.h"
 
@@ -235,6 +236,21 @@ TEST(OpCasesTest, HostKernelsMatchPyTorchDenseInputs) {
 
 TEST(OpCasesTest, HostKernelsMatchPyTorchGappedInputs) {
   for (const OpCase& c : Cases()) RunCase(c, true);
+}
+
+// The BLAS convolution makes its im2col matrix a band of output rows at a
+// time, of about 1 MiB: every case's matrix fits in one band. In bands of one
+// output row, each convolution case still matches PyTorch.
+TEST(OpCasesTest, ConvolutionsInBandsOfOneRowMatchPyTorch) {
+  host::ConvolutionBandBytesForTesting one_row(1);
+  int convolutions = 0;
+  for (const OpCase& c : Cases()) {
+    if (c.op != "aten::convolution") continue;
+    RunCase(c, false);
+    RunCase(c, true);
+    ++convolutions;
+  }
+  EXPECT_GE(convolutions, 10);
 }
 
 // The operators the real-network models need, each with a PyTorch case.
